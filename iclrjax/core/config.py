@@ -1,0 +1,313 @@
+"""Declarative validation of `ml_collections.ConfigDict`s.
+
+An experiment declares the fields it reads, with their type and the values it
+allows, as a flat schema keyed by dotted path::
+
+  SCHEMA = {
+      'seed': config.Int(min=0),
+      'num_seeds': config.Int(min=1),
+      'optim.learning_rate': config.Float(min=0.0, min_inclusive=False),
+      'env.name': config.Choice('CartPole-v1', 'Acrobot-v1'),
+      'log_plots': config.Bool(),
+  }
+  config.validate(cfg, SCHEMA)
+
+`validate` raises `ConfigError` on the first bad field with one line naming
+the field, the value and what is allowed. The launcher (`core.launch`) turns
+that into a one-line message and exit code 2 before any compute runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ml_collections
+
+
+class ConfigError(ValueError):
+  """A config field has a bad value; the message names field and fix."""
+
+  def __init__(self, field: str, value: Any, allowed: str):
+    self.field = field
+    self.value = value
+    self.allowed = allowed
+    super().__init__(f'config.{field}={value!r} is invalid: {allowed}')
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+  """Base field spec: `check` returns None if ok, else what is allowed."""
+
+  required: bool = True
+  nullable: bool = False
+  help: str = ''
+
+  def check(self, value: Any) -> str | None:  # pragma: no cover - abstract
+    raise NotImplementedError
+
+  def describe(self) -> str:  # pragma: no cover - abstract
+    raise NotImplementedError
+
+
+def _range_text(lo, hi, lo_incl, hi_incl) -> str:
+  parts = []
+  if lo is not None:
+    parts.append(f'{">=" if lo_incl else ">"} {lo}')
+  if hi is not None:
+    parts.append(f'{"<=" if hi_incl else "<"} {hi}')
+  return ' and '.join(parts)
+
+
+def _in_range(v, lo, hi, lo_incl, hi_incl) -> bool:
+  if lo is not None and (v < lo if lo_incl else v <= lo):
+    return False
+  if hi is not None and (v > hi if hi_incl else v >= hi):
+    return False
+  return True
+
+
+@dataclasses.dataclass(frozen=True)
+class Int(Spec):
+  """An integer (bools are rejected) within an optional range."""
+
+  min: int | None = None
+  max: int | None = None
+  multiple_of: int | None = None
+
+  def describe(self) -> str:
+    text = 'an integer'
+    rng = _range_text(self.min, self.max, True, True)
+    if rng:
+      text += f' {rng}'
+    if self.multiple_of:
+      text += f' and a multiple of {self.multiple_of}'
+    return text
+
+  def check(self, value):
+    if isinstance(value, bool) or not isinstance(value, int):
+      return f'expected {self.describe()}'
+    if not _in_range(value, self.min, self.max, True, True):
+      return f'expected {self.describe()}'
+    if self.multiple_of and value % self.multiple_of:
+      return f'expected {self.describe()}'
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Float(Spec):
+  """A finite real number (ints accepted) within an optional range."""
+
+  min: float | None = None
+  max: float | None = None
+  min_inclusive: bool = True
+  max_inclusive: bool = True
+
+  def describe(self) -> str:
+    rng = _range_text(self.min, self.max, self.min_inclusive,
+                      self.max_inclusive)
+    return 'a finite number' + (f' {rng}' if rng else '')
+
+  def check(self, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+      return f'expected {self.describe()}'
+    if not math.isfinite(value) or not _in_range(
+        value, self.min, self.max, self.min_inclusive, self.max_inclusive):
+      return f'expected {self.describe()}'
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Bool(Spec):
+
+  def describe(self) -> str:
+    return 'True or False'
+
+  def check(self, value):
+    return None if isinstance(value, bool) else f'expected {self.describe()}'
+
+
+@dataclasses.dataclass(frozen=True)
+class Str(Spec):
+  """A string, optionally non-empty."""
+
+  nonempty: bool = False
+
+  def describe(self) -> str:
+    return 'a non-empty string' if self.nonempty else 'a string'
+
+  def check(self, value):
+    if not isinstance(value, str) or (self.nonempty and not value):
+      return f'expected {self.describe()}'
+    return None
+
+
+class Choice(Spec):
+  """One of a fixed set of values (strings, numbers, ...)."""
+
+  def __init__(self, *choices, required: bool = True, nullable: bool = False,
+               help: str = ''):  # pylint: disable=redefined-builtin
+    object.__setattr__(self, 'choices', tuple(choices))
+    super().__init__(required=required, nullable=nullable, help=help)
+
+  def describe(self) -> str:
+    return 'one of ' + ', '.join(repr(c) for c in self.choices)
+
+  def check(self, value):
+    # `True == 1` in Python; compare types too so Choice(0, 1) rejects True.
+    for c in self.choices:
+      if value == c and type(value) is type(c):  # pylint: disable=unidiomatic-typecheck
+        return None
+    msg = f'expected {self.describe()}'
+    if isinstance(value, str):
+      close = difflib.get_close_matches(
+          value, [c for c in self.choices if isinstance(c, str)], n=1)
+      if close:
+        msg += f' (did you mean {close[0]!r}?)'
+    return msg
+
+
+@dataclasses.dataclass(frozen=True)
+class Seq(Spec):
+  """A list/tuple whose items all satisfy `item`, with a length range."""
+
+  item: Spec | None = None
+  min_len: int = 0
+  max_len: int | None = None
+
+  def describe(self) -> str:
+    text = 'a list'
+    if self.item is not None:
+      text += f' of {self.item.describe().removeprefix("a ").removeprefix("an ")}'
+    if self.min_len:
+      text += f' with at least {self.min_len} item(s)'
+    if self.max_len is not None:
+      text += f' with at most {self.max_len} item(s)'
+    return text
+
+  def check(self, value):
+    if not isinstance(value, (list, tuple)):
+      return f'expected {self.describe()}'
+    if len(value) < self.min_len or (self.max_len is not None
+                                     and len(value) > self.max_len):
+      return f'expected {self.describe()}'
+    if self.item is not None:
+      for i, v in enumerate(value):
+        bad = self.item.check(v)
+        if bad is not None:
+          return f'item {i} ({v!r}): {bad}'
+    return None
+
+
+_MISSING = object()
+
+
+def _lookup(cfg: Any, path: str):
+  node = cfg
+  for part in path.split('.'):
+    if isinstance(node, Mapping) or isinstance(node, ml_collections.ConfigDict):
+      if part not in node:
+        return _MISSING
+      node = node[part]
+    else:
+      return _MISSING
+  return node
+
+
+def _leaves(cfg: Any, prefix: str = '') -> list[str]:
+  out = []
+  items = cfg.items() if hasattr(cfg, 'items') else []
+  for k, v in items:
+    path = f'{prefix}{k}'
+    if isinstance(v, (ml_collections.ConfigDict, dict)):
+      out.extend(_leaves(v, path + '.'))
+    else:
+      out.append(path)
+  return out
+
+
+def validate(cfg: ml_collections.ConfigDict, schema: Mapping[str, Spec], *,
+             allow_extra: bool = False) -> None:
+  """Checks `cfg` against `schema`; raises `ConfigError` on the first problem.
+
+  Args:
+    cfg: the config to check.
+    schema: dotted field path -> `Spec`.
+    allow_extra: if False, a leaf field in `cfg` that the schema does not
+      declare is an error (it is almost always a typo in an override).
+  """
+  for path, spec in schema.items():
+    value = _lookup(cfg, path)
+    if value is _MISSING:
+      if spec.required:
+        raise ConfigError(path, None,
+                          f'field is missing; expected {spec.describe()}')
+      continue
+    if value is None:
+      if spec.nullable:
+        continue
+      raise ConfigError(path, value, f'expected {spec.describe()}')
+    problem = spec.check(value)
+    if problem is not None:
+      raise ConfigError(path, value, problem)
+  if not allow_extra:
+    declared = set(schema)
+    for leaf in _leaves(cfg):
+      if leaf in declared or any(leaf.startswith(d + '.') for d in declared):
+        continue
+      close = difflib.get_close_matches(leaf, sorted(declared), n=1)
+      hint = f'; did you mean {close[0]!r}?' if close else ''
+      raise ConfigError(leaf, _lookup(cfg, leaf),
+                        f'unknown field (not read by this experiment){hint}')
+
+
+def check(condition: bool, field: str, value: Any, allowed: str) -> None:
+  """Cross-field check: raises `ConfigError(field, value, allowed)` if false."""
+  if not condition:
+    raise ConfigError(field, value, allowed)
+
+
+def to_dict(cfg: ml_collections.ConfigDict) -> dict[str, Any]:
+  """A JSON-friendly plain dict of `cfg` (tuples become lists)."""
+
+  def conv(v):
+    if isinstance(v, (ml_collections.ConfigDict, Mapping)):
+      return {k: conv(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+      return [conv(x) for x in v]
+    return v
+
+  return conv(cfg)
+
+
+def common_schema() -> dict[str, Spec]:
+  """Fields every launcher reads (see `core.launch`)."""
+  return {
+      'seed': Int(min=0, help='base PRNG seed; seed i uses fold_in(seed, i)'),
+      'num_seeds': Int(min=1, help='independent runs, vmapped'),
+      'checkpoint_every': Int(min=0, required=False,
+                              help='chunks between checkpoints (0: never)'),
+      'keep_checkpoints': Int(min=1, required=False),
+      'distributed': Bool(required=False,
+                          help='call jax.distributed.initialize()'),
+  }
+
+
+def schema_help(schema: Mapping[str, Spec]) -> str:
+  """Human-readable listing of a schema, for --help style output."""
+  lines = []
+  for path, spec in schema.items():
+    line = f'  {path}: {spec.describe()}'
+    if spec.help:
+      line += f'  ({spec.help})'
+    lines.append(line)
+  return '\n'.join(lines)
+
+
+__all__: Sequence[str] = [
+    'Bool', 'Choice', 'ConfigError', 'Float', 'Int', 'Seq', 'Spec', 'Str',
+    'check', 'common_schema', 'schema_help', 'to_dict', 'validate'
+]

@@ -1,0 +1,316 @@
+"""The shared absl entry point of every `experiments/<name>.py`.
+
+A launcher is three lines::
+
+  from iclrjax.core import launch
+  from iclrjax.examples import linreg
+
+  if __name__ == '__main__':
+    launch.main('linreg', linreg.run, schema=linreg.config_schema())
+
+and is used as::
+
+  python -m experiments.linreg                                  # default config
+  python -m experiments.linreg --config=configs/linreg.py:smoke --workdir=DIR
+  python -m experiments.linreg --config.num_seeds=8 --config.seed=3
+
+Before any compute the config is validated against the experiment's schema;
+a bad value prints one line naming the field, the value and what is allowed,
+and exits with status 2. The run then writes into `workdir`:
+
+  config.json     the resolved config
+  metrics.jsonl   per-seed metric rows (core.logging)
+  tensorboard/    event files
+  checkpoints/    orbax checkpoints; a restart with the same command resumes
+  plots/*.png     learning curves (mean and 95% band over seeds)
+  summary.json    DESIGN.md's schema: experiment, config, num_seeds, backend,
+                  devices, wall_s, metrics{mean, ci95, per_seed}, claims
+
+Without `--workdir`, runs go to `runs/<name>/<timestamp>/`, except that an
+unfinished run there with the identical config is resumed, so re-running the
+same command after a kill continues where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+import datetime
+import importlib.resources
+import json
+import os
+import pathlib
+import re
+import shlex
+import sys
+import time
+from typing import Any
+
+from absl import app
+from absl import flags
+from absl import logging
+import jax
+import ml_collections
+from ml_collections import config_flags
+import numpy as np
+
+from iclrjax.core import checkpoint as ckpt_lib
+from iclrjax.core import config as config_lib
+from iclrjax.core import distributed
+from iclrjax.core import logging as log_lib
+from iclrjax.core import loop as loop_lib
+
+SUMMARY_FILE = 'summary.json'
+CONFIG_FILE = 'config.json'
+RUNS_ROOT_ENV = 'ICLRJAX_RUNS'
+
+
+@dataclasses.dataclass
+class Claim:
+  """A paper's statement and whether our run supports it."""
+
+  claim: str
+  holds: bool
+  evidence: str
+
+  def to_json(self) -> dict[str, Any]:
+    return {'claim': self.claim, 'holds': bool(self.holds),
+            'evidence': self.evidence}
+
+
+@dataclasses.dataclass
+class Result:
+  """What an experiment's `run` returns.
+
+  metrics: "<metric>/<variant>" -> per-seed values (array [num_seeds]);
+    summary.json reports mean, ci95 and per_seed of each.
+  claims: the paper's claims checked on these metrics.
+  extra: anything else JSON-able to store in summary.json.
+  """
+
+  metrics: Mapping[str, Any]
+  claims: Sequence[Claim] = ()
+  extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Run:
+  """Everything an experiment's `run(run) -> Result` needs."""
+
+  name: str
+  config: ml_collections.ConfigDict
+  workdir: pathlib.Path
+  writer: log_lib.MetricWriter
+  checkpointer: ckpt_lib.Checkpointer
+  mesh: jax.sharding.Mesh
+  quiet: bool = False
+
+  @property
+  def plots_dir(self) -> pathlib.Path:
+    return self.workdir / 'plots'
+
+  def train(self, init_fn: loop_lib.InitFn, step_fn: loop_lib.StepFn, *,
+            num_steps: int, chunk_size: int, **kwargs) -> loop_lib.TrainResult:
+    """`core.loop.train` with this run's seeds, mesh, writer, checkpoints."""
+    kwargs.setdefault('checkpoint_every',
+                      self.config.get('checkpoint_every', 1))
+    kwargs.setdefault('desc', self.name)
+    kwargs.setdefault('progress', None if not self.quiet else False)
+    return loop_lib.train(
+        init_fn, step_fn, seed=self.config.seed,
+        num_seeds=self.config.num_seeds, num_steps=num_steps,
+        chunk_size=chunk_size, mesh=self.mesh, writer=self.writer,
+        checkpointer=self.checkpointer, **kwargs)
+
+  def rows(self) -> list[dict[str, Any]]:
+    """metrics.jsonl rows written so far."""
+    return log_lib.read_metrics(self.workdir)
+
+  def plot(self, keys: Sequence[str], name: str, **kwargs) -> pathlib.Path:
+    """Plots metric `keys` (mean, 95% band) into plots/<name>.png."""
+    return log_lib.plot_curves(self.rows(), keys, self.plots_dir / f'{name}.png',
+                               **kwargs)
+
+
+RunFn = Callable[[Run], Result]
+
+
+def _safe_name(key: str) -> str:
+  return re.sub(r'[^A-Za-z0-9_.-]+', '_', key)
+
+
+def default_config_path(name: str) -> str:
+  """`configs/<name>.py` of the installed package (works from any cwd)."""
+  return str(importlib.resources.files('configs') / f'{name}.py')
+
+
+def _runs_root() -> pathlib.Path:
+  return pathlib.Path(os.environ.get(RUNS_ROOT_ENV, 'runs'))
+
+
+def _read_json(path: pathlib.Path) -> Any:
+  with path.open() as f:
+    return json.load(f)
+
+
+def _write_json(path: pathlib.Path, obj: Any) -> None:
+  tmp = path.with_suffix(path.suffix + '.tmp')
+  with tmp.open('w') as f:
+    json.dump(obj, f, indent=2, sort_keys=False)
+    f.write('\n')
+  os.replace(tmp, path)
+
+
+def default_workdir(name: str, cfg_json: dict[str, Any]) -> pathlib.Path:
+  """Newest unfinished run of `name` with this config, else a new one."""
+  root = _runs_root() / name
+  if root.is_dir():
+    for d in sorted(root.iterdir(), reverse=True):
+      if (d / CONFIG_FILE).exists() and not (d / SUMMARY_FILE).exists():
+        try:
+          if _read_json(d / CONFIG_FILE) == cfg_json:
+            logging.info('Resuming the unfinished run in %s', d)
+            return d
+        except (OSError, json.JSONDecodeError):
+          continue
+  stamp = datetime.datetime.now().strftime('%Y%m%d-%H%M%S')
+  path = root / stamp
+  i = 1
+  while path.exists():
+    path = root / f'{stamp}-{i}'
+    i += 1
+  return path
+
+
+def _diff_fields(a: Any, b: Any, prefix: str = '') -> list[str]:
+  if isinstance(a, dict) and isinstance(b, dict):
+    out = []
+    for k in sorted(set(a) | set(b)):
+      out.extend(_diff_fields(a.get(k), b.get(k), f'{prefix}{k}.'))
+    return out
+  return [] if a == b else [prefix.rstrip('.')]
+
+
+def validate(cfg: ml_collections.ConfigDict,
+             schema: Mapping[str, config_lib.Spec],
+             check_fn: Callable[[ml_collections.ConfigDict], None] | None = None
+             ) -> None:
+  """Schema (common fields + the experiment's) and cross-field checks."""
+  full = dict(config_lib.common_schema())
+  full.update(schema)
+  config_lib.validate(cfg, full)
+  if check_fn is not None:
+    check_fn(cfg)
+
+
+def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
+            workdir: str | os.PathLike | None = None,
+            schema: Mapping[str, config_lib.Spec] | None = None,
+            check_fn: Callable[[ml_collections.ConfigDict], None] | None = None,
+            command: str | None = None, quiet: bool | None = None
+            ) -> dict[str, Any]:
+  """Validates, runs (or resumes) and records one experiment; returns summary.
+
+  This is what `main` calls after flag parsing; tests and notebooks call it
+  directly. Raises `config.ConfigError` on a bad config before any compute.
+  """
+  validate(cfg, schema or {}, check_fn)
+  distributed.maybe_initialize(bool(cfg.get('distributed', False)))
+  cfg_json = config_lib.to_dict(cfg)
+  wd = (pathlib.Path(workdir) if workdir is not None
+        else default_workdir(name, cfg_json))
+  main_proc = distributed.is_main_process()
+  if (wd / CONFIG_FILE).exists():
+    old = _read_json(wd / CONFIG_FILE)
+    if old != cfg_json:
+      raise config_lib.ConfigError(
+          ','.join(_diff_fields(old, cfg_json)) or 'config', '(changed)',
+          f'workdir {wd} holds a run with a different config; pass a new '
+          '--workdir or the same config to resume it')
+  if main_proc:
+    wd.mkdir(parents=True, exist_ok=True)
+    _write_json(wd / CONFIG_FILE, cfg_json)
+  logging.info('%s: workdir %s', name, wd)
+
+  quiet = log_lib.quiet_default() if quiet is None else quiet
+  mesh = distributed.make_mesh(cfg.num_seeds)
+  writer = log_lib.MetricWriter(wd, enabled=main_proc)
+  checkpointer = ckpt_lib.Checkpointer(
+      wd / 'checkpoints', max_to_keep=cfg.get('keep_checkpoints', 3))
+  run = Run(name=name, config=cfg, workdir=wd, writer=writer,
+            checkpointer=checkpointer, mesh=mesh, quiet=quiet)
+  t0 = time.perf_counter()
+  try:
+    result = run_fn(run)
+  finally:
+    checkpointer.close()
+    writer.close()
+  wall_s = time.perf_counter() - t0
+
+  summary = {
+      'experiment': name,
+      'config': cfg_json,
+      'num_seeds': int(cfg.num_seeds),
+      **distributed.describe(),
+      'wall_s': round(wall_s, 3),
+      'metrics': {
+          k: log_lib.summarize(np.asarray(v)) for k, v in result.metrics.items()
+      },
+      'claims': [c.to_json() for c in result.claims],
+      'command': command or f'python -m experiments.{name} --workdir={wd}',
+      'versions': {'jax': jax.__version__},
+      'finished': datetime.datetime.now().isoformat(timespec='seconds'),
+  }
+  summary.update(result.extra)
+  if main_proc:
+    rows = log_lib.read_metrics(wd)
+    keys = sorted({k for r in rows for k in r if k != 'step'})
+    for key in keys[:32]:
+      log_lib.plot_curves(rows, [key], wd / 'plots' / f'{_safe_name(key)}.png',
+                          title=f'{name}: {key}')
+    _write_json(wd / SUMMARY_FILE, summary)
+  for c in result.claims:
+    logging.info('claim %s: %s (%s)', 'HOLDS' if c.holds else 'does NOT hold',
+                 c.claim, c.evidence)
+  return summary
+
+
+def _command_line() -> str:
+  argv = list(sys.argv)
+  if argv and argv[0].endswith('.py'):
+    mod = pathlib.Path(argv[0]).with_suffix('')
+    argv[0] = '.'.join(mod.parts[-2:])
+    argv = ['python', '-m'] + argv
+  return ' '.join(shlex.quote(a) for a in argv)
+
+
+def main(name: str, run_fn: RunFn, *,
+         schema: Mapping[str, config_lib.Spec] | None = None,
+         check_fn: Callable[[ml_collections.ConfigDict], None] | None = None
+         ) -> None:
+  """absl entry point: `--config` (file[:variant]), `--workdir`."""
+  config_flags.DEFINE_config_file(
+      'config', default_config_path(name),
+      f'Config file, e.g. configs/{name}.py:smoke; override fields with '
+      f'--config.<field>=value.', lock_config=True)
+  flags.DEFINE_string('workdir', None,
+                      f'Output directory (default: runs/{name}/<timestamp>, '
+                      'or the newest unfinished run with the same config).')
+  jax.config.update('jax_threefry_partitionable', True)
+
+  def _main(argv):
+    if len(argv) > 1:
+      raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+    cfg = flags.FLAGS.config
+    try:
+      summary = execute(name, run_fn, cfg, workdir=flags.FLAGS.workdir,
+                        schema=schema, check_fn=check_fn,
+                        command=_command_line())
+    except config_lib.ConfigError as e:
+      print(f'error: {e}', file=sys.stderr)
+      sys.exit(2)
+    print(json.dumps({'metrics': {k: v['mean'] for k, v in
+                                  summary['metrics'].items()},
+                      'claims': summary['claims']}, indent=1))
+
+  app.run(_main)

@@ -1,0 +1,252 @@
+"""Run records: metrics.jsonl, TensorBoard events, progress, plots, CIs.
+
+`metrics.jsonl` holds one JSON object per logged step::
+
+  {"step": 200, "loss": [0.12, 0.11, 0.13], "accuracy": [...]}
+
+Each metric is a list over seeds (the vmapped axis), so learning curves with
+bands over seeds can be drawn from the file alone. TensorBoard gets the mean
+over seeds of every scalar. Only process 0 writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+import json
+import math
+import os
+import pathlib
+import sys
+import time
+from typing import Any
+
+from absl import logging
+import numpy as np
+import scipy.stats
+
+METRICS_FILE = 'metrics.jsonl'
+
+
+def mean_ci95(values: Sequence[float] | np.ndarray) -> tuple[float, float]:
+  """Mean and half-width of a Student-t 95% confidence interval.
+
+  The half-width is 0 for a single value (no spread to estimate).
+  """
+  x = np.asarray(values, dtype=np.float64).reshape(-1)
+  mean = float(np.mean(x))
+  if x.size < 2:
+    return mean, 0.0
+  sem = float(np.std(x, ddof=1) / math.sqrt(x.size))
+  return mean, float(scipy.stats.t.ppf(0.975, x.size - 1) * sem)
+
+
+def summarize(values: Sequence[float] | np.ndarray) -> dict[str, Any]:
+  """`{"mean", "ci95", "per_seed"}` as in summary.json's metrics."""
+  x = np.asarray(values, dtype=np.float64).reshape(-1)
+  mean, ci = mean_ci95(x)
+  return {'mean': mean, 'ci95': ci, 'per_seed': [float(v) for v in x]}
+
+
+def _jsonable(v: Any) -> Any:
+  a = np.asarray(v)
+  if a.ndim == 0:
+    return a.item()
+  return a.tolist()
+
+
+def read_metrics(workdir: str | os.PathLike) -> list[dict[str, Any]]:
+  """All rows of `workdir/metrics.jsonl` (empty if none)."""
+  path = pathlib.Path(workdir) / METRICS_FILE
+  if not path.exists():
+    return []
+  rows = []
+  with path.open() as f:
+    for line in f:
+      line = line.strip()
+      if not line:
+        continue
+      try:
+        rows.append(json.loads(line))
+      except json.JSONDecodeError:
+        # A kill mid-write leaves at most one torn last line; drop it.
+        logging.warning('Dropping torn line in %s', path)
+  return rows
+
+
+class MetricWriter:
+  """Appends per-seed metrics to metrics.jsonl and mean scalars to TensorBoard."""
+
+  def __init__(self, workdir: str | os.PathLike, *, enabled: bool = True,
+               tensorboard: bool = True):
+    self.workdir = pathlib.Path(workdir)
+    self.enabled = enabled
+    self._tb = None
+    if enabled:
+      self.workdir.mkdir(parents=True, exist_ok=True)
+      if tensorboard:
+        from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+        self._tb = SummaryWriter(str(self.workdir / 'tensorboard'))
+
+  @property
+  def path(self) -> pathlib.Path:
+    return self.workdir / METRICS_FILE
+
+  def truncate(self, last_step: int) -> None:
+    """Drops rows after `last_step` (they came after the restored checkpoint).
+
+    A run killed after logging step N but before checkpointing it would
+    otherwise log N twice on resume; truncating keeps the file identical to
+    an uninterrupted run's.
+    """
+    if not self.enabled or not self.path.exists():
+      return
+    rows = [r for r in read_metrics(self.workdir) if r['step'] <= last_step]
+    tmp = self.path.with_suffix('.jsonl.tmp')
+    with tmp.open('w') as f:
+      for r in rows:
+        f.write(json.dumps(r) + '\n')
+    os.replace(tmp, self.path)
+
+  def write(self, step: int, metrics: Mapping[str, Any]) -> None:
+    """Writes one row; each value is a scalar or an array over seeds."""
+    if not self.enabled:
+      return
+    row = {'step': int(step)}
+    row.update({k: _jsonable(v) for k, v in metrics.items()})
+    with self.path.open('a') as f:
+      f.write(json.dumps(row) + '\n')
+    if self._tb is not None:
+      for k, v in metrics.items():
+        a = np.asarray(v, dtype=np.float64)
+        if a.size:
+          self._tb.add_scalar(k, float(np.mean(a)), int(step))
+
+  def write_rows(self, steps: Iterable[int],
+                 metrics: Mapping[str, np.ndarray]) -> None:
+    """Writes rows for `steps` from arrays shaped [num_seeds, len(steps)]."""
+    for j, step in enumerate(steps):
+      self.write(step, {k: np.asarray(v)[:, j] for k, v in metrics.items()})
+
+  def write_text(self, tag: str, text: str) -> None:
+    if self.enabled and self._tb is not None:
+      self._tb.add_text(tag, text)
+
+  def flush(self) -> None:
+    if self._tb is not None:
+      self._tb.flush()
+
+  def close(self) -> None:
+    if self._tb is not None:
+      self._tb.close()
+      self._tb = None
+
+
+def quiet_default() -> bool:
+  """No progress bar under CI, pytest, ICLRJAX_QUIET=1 or a non-TTY stderr."""
+  if os.environ.get('ICLRJAX_QUIET', '') not in ('', '0'):
+    return True
+  if os.environ.get('CI') or 'PYTEST_CURRENT_TEST' in os.environ:
+    return True
+  return not sys.stderr.isatty()
+
+
+class Progress:
+  """A progress bar with steps/s and ETA; periodic log lines when quiet.
+
+  Quiet mode (CI, pytest, redirected output) logs one line at most every
+  `log_every_s` seconds instead of redrawing a bar.
+  """
+
+  def __init__(self, total: int, initial: int = 0, *, desc: str = '',
+               quiet: bool | None = None, log_every_s: float = 30.0):
+    self.total = total
+    self.n = initial
+    self.desc = desc
+    self.quiet = quiet_default() if quiet is None else quiet
+    self._start_n = initial
+    self._t0 = time.perf_counter()
+    self._last_log = self._t0
+    self._log_every_s = log_every_s
+    self._bar = None
+    if not self.quiet:
+      from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
+      self._bar = tqdm.tqdm(total=total, initial=initial, desc=desc,
+                            unit='step', dynamic_ncols=True)
+
+  def update(self, n: int, postfix: Mapping[str, float] | None = None):
+    self.n += n
+    if self._bar is not None:
+      self._bar.update(n)
+      if postfix:
+        self._bar.set_postfix({k: f'{v:.4g}' for k, v in postfix.items()},
+                              refresh=False)
+      return
+    now = time.perf_counter()
+    if now - self._last_log >= self._log_every_s or self.n >= self.total:
+      rate = (self.n - self._start_n) / max(now - self._t0, 1e-9)
+      eta = (self.total - self.n) / rate if rate > 0 else float('inf')
+      extra = ''
+      if postfix:
+        extra = ' ' + ' '.join(f'{k}={v:.4g}' for k, v in postfix.items())
+      logging.info('%s step %d/%d (%.1f steps/s, ETA %.0fs)%s', self.desc,
+                   self.n, self.total, rate, eta, extra)
+      self._last_log = now
+
+  def close(self):
+    if self._bar is not None:
+      self._bar.close()
+
+
+def curves(rows: Sequence[Mapping[str, Any]],
+           key: str) -> tuple[np.ndarray, np.ndarray]:
+  """(steps [T], values [T, num_seeds]) of one metric from metrics rows."""
+  steps, vals = [], []
+  for r in rows:
+    if key in r:
+      steps.append(r['step'])
+      vals.append(np.atleast_1d(np.asarray(r[key], dtype=np.float64)))
+  if not steps:
+    return np.zeros((0,)), np.zeros((0, 0))
+  return np.asarray(steps), np.stack(vals)
+
+
+def plot_curves(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
+                path: str | os.PathLike, *, title: str = '',
+                xlabel: str = 'step', ylabel: str | None = None,
+                labels: Sequence[str] | None = None,
+                logy: bool = False) -> pathlib.Path:
+  """Plots mean and 95% CI band over seeds of `keys` into one PNG."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for i, key in enumerate(keys):
+    steps, vals = curves(rows, key)
+    if not len(steps):
+      continue
+    mean = vals.mean(axis=1)
+    n = vals.shape[1]
+    if n > 1:
+      sem = vals.std(axis=1, ddof=1) / math.sqrt(n)
+      half = scipy.stats.t.ppf(0.975, n - 1) * sem
+    else:
+      half = np.zeros_like(mean)
+    label = labels[i] if labels else key
+    (line,) = ax.plot(steps, mean, label=f'{label} (n={n})')
+    ax.fill_between(steps, mean - half, mean + half, alpha=0.25,
+                    color=line.get_color(), linewidth=0)
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel or (keys[0] if len(keys) == 1 else 'value'))
+  if logy:
+    ax.set_yscale('log')
+  if title:
+    ax.set_title(title)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path

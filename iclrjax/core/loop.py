@@ -1,0 +1,233 @@
+"""The canonical compiled training loop: `scan` over steps, `vmap` over seeds.
+
+A method is two pure functions::
+
+  init(key) -> state                      # one seed
+  step(state, t) -> (state, metrics)      # one step; t is the int32 step index
+
+`state` is any pytree of arrays (params, optimizer state, raw uint32 PRNG
+keys, buffers). Data is drawn inside `step` as a function of (key, t), so the
+step counter is the whole data-iterator position. `metrics` is a dict of
+scalars.
+
+`chunk_fn` compiles `chunk_size` steps under one `jax.lax.scan`, `jax.vmap`s
+them over a leading seed axis and jits the result with the seed axis sharded
+over a `Mesh` (see `core.distributed`). `chunks` drives that from Python,
+yielding after every chunk so the caller can log and checkpoint; `train` is
+the full driver with restore, metrics.jsonl, progress and checkpoints.
+
+Seed i's key is `fold_in(PRNGKey(seed), i)`, independent of how many seeds
+run, so seed i gives the same numbers alone or vmapped with others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+import dataclasses
+import os
+import signal
+from typing import Any
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from iclrjax.core import checkpoint as ckpt_lib
+from iclrjax.core import distributed
+from iclrjax.core import logging as log_lib
+
+PyTree = Any
+InitFn = Callable[[jax.Array], PyTree]
+StepFn = Callable[[PyTree, jax.Array], tuple[PyTree, Mapping[str, jax.Array]]]
+
+# XLA simplifies a vmapped batch of one into unbatched ops whose float
+# rounding can differ from the batched kernels, so a lone seed is run padded
+# with a second (discarded) seed: then seed i's numbers are bitwise the same
+# alone as in any batch (checked by tests/core/test_loop.py).
+MIN_SEED_BATCH = 2
+
+# Fault injection for the preemption tests: SIGKILL this process right after
+# the chunk that completes this step has been logged (and possibly before it
+# has been checkpointed). Never set it outside tests.
+FAULT_ENV = 'ICLRJAX_FAULT_KILL_AT_STEP'
+
+
+def seed_keys(seed: int, num_seeds: int, first: int = 0) -> jax.Array:
+  """Raw uint32 keys [num_seeds, 2]; key i = fold_in(PRNGKey(seed), first+i)."""
+  base = jax.random.PRNGKey(seed)
+  idx = jnp.arange(first, first + num_seeds, dtype=jnp.uint32)
+  return jax.vmap(lambda i: jax.random.fold_in(base, i))(idx)
+
+
+def init_states(init_fn: InitFn, keys: jax.Array,
+                mesh: jax.sharding.Mesh | None = None) -> PyTree:
+  """`vmap(init_fn)(keys)`, created directly in its seed sharding."""
+  vinit = jax.vmap(init_fn)
+  if mesh is None:
+    return jax.jit(vinit)(keys)
+  sharding = distributed.seed_sharding(mesh)
+  keys = jax.device_put(keys, sharding)
+  return jax.jit(vinit, out_shardings=sharding)(keys)
+
+
+def abstract_states(init_fn: InitFn, keys: jax.Array,
+                    mesh: jax.sharding.Mesh | None = None) -> PyTree:
+  """Shapes/dtypes (and shardings) of `init_states` without computing it."""
+  shapes = jax.eval_shape(jax.vmap(init_fn), keys)
+  if mesh is None:
+    return shapes
+  sharding = distributed.seed_sharding(mesh)
+  return jax.tree.map(
+      lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
+      shapes)
+
+
+def chunk_fn(step_fn: StepFn, chunk_size: int,
+             mesh: jax.sharding.Mesh | None = None, *,
+             donate: bool = True) -> Callable[[PyTree, jax.Array], Any]:
+  """Compiles `chunk_size` steps of `step_fn` for every seed.
+
+  Returns f(states, start) -> (states, metrics) where states have a leading
+  seed axis, `start` is the int32 index of the chunk's first step, and every
+  metric comes back shaped [num_seeds, chunk_size].
+  """
+
+  def one_seed(state, start):
+    ts = start + jnp.arange(chunk_size, dtype=jnp.int32)
+    return jax.lax.scan(step_fn, state, ts)
+
+  vchunk = jax.vmap(one_seed, in_axes=(0, None))
+  kwargs = {'donate_argnums': (0,)} if donate else {}
+  if mesh is not None:
+    sharding = distributed.seed_sharding(mesh)
+    kwargs.update(in_shardings=(sharding, distributed.replicated(mesh)),
+                  out_shardings=(sharding, sharding))
+  return jax.jit(vchunk, **kwargs)
+
+
+@dataclasses.dataclass
+class Chunk:
+  """One finished chunk: steps [start, end) are done."""
+
+  start: int
+  end: int
+  state: PyTree
+  metrics: dict[str, np.ndarray]  # each [num_seeds, end - start], on host
+
+
+def chunks(step_fn: StepFn, state: PyTree, *, start_step: int,
+           num_steps: int, chunk_size: int,
+           mesh: jax.sharding.Mesh | None = None) -> Iterator[Chunk]:
+  """Runs steps [start_step, num_steps) chunk by chunk, yielding each.
+
+  The full-size chunk compiles once; a shorter final chunk (if num_steps is
+  not a multiple of chunk_size) compiles once more.
+  """
+  compiled: dict[int, Callable[..., Any]] = {}
+  step = start_step
+  while step < num_steps:
+    size = min(chunk_size, num_steps - step)
+    if size not in compiled:
+      compiled[size] = chunk_fn(step_fn, size, mesh)
+    state, metrics = compiled[size](state, jnp.int32(step))
+    metrics = distributed.to_host(metrics)
+    yield Chunk(step, step + size, state,
+                {k: np.asarray(v) for k, v in metrics.items()})
+    step += size
+
+
+def _maybe_fault(step: int) -> None:
+  target = os.environ.get(FAULT_ENV)
+  if target and step >= int(target):
+    logging.warning('Fault injection: SIGKILL at step %d', step)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclasses.dataclass
+class TrainResult:
+  state: PyTree          # final states, leading seed axis
+  num_steps: int
+  resumed_from: int | None  # step restored from a checkpoint, or None
+
+
+def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
+          num_steps: int, chunk_size: int, first_seed: int = 0,
+          mesh: jax.sharding.Mesh | None = None,
+          writer: log_lib.MetricWriter | None = None,
+          checkpointer: ckpt_lib.Checkpointer | None = None,
+          checkpoint_every: int = 1, log_every: int | None = None,
+          progress: bool | None = None, desc: str = 'train',
+          postfix_keys: tuple[str, ...] = ()) -> TrainResult:
+  """Runs (or resumes) a whole training run; the canonical driver.
+
+  Args:
+    init_fn: key -> state for one seed.
+    step_fn: (state, t) -> (state, metrics) for one seed and one step.
+    seed: base seed; seed i uses `fold_in(PRNGKey(seed), i)`.
+    num_seeds: size of the vmapped seed axis.
+    first_seed: run seeds first_seed .. first_seed + num_seeds - 1 (to rerun
+      one seed of a sweep alone).
+    num_steps: total steps.
+    chunk_size: steps per compiled `scan` call (Python regains control, logs
+      and maybe checkpoints after each).
+    mesh: shard the seed axis over this mesh (None: default device).
+    writer: metrics.jsonl/TensorBoard writer; gets rows every `log_every`
+      steps (default: one row per chunk, at its last step).
+    checkpointer: if given, restores the latest checkpoint (and truncates
+      metrics.jsonl to it) before running, and saves every
+      `checkpoint_every` chunks (0: only at the end) and at the end.
+    checkpoint_every: chunks between checkpoints.
+    log_every: steps between metric rows; the row of step index t has
+      `"step": t + 1` (steps completed).
+    progress: show a progress bar (None: unless quiet, see logging).
+    desc: progress label.
+    postfix_keys: metrics shown (seed mean) beside the progress bar.
+  """
+  run_seeds = max(num_seeds, MIN_SEED_BATCH)
+  keys = seed_keys(seed, run_seeds, first=first_seed)
+  start, resumed_from, state = 0, None, None
+  if checkpointer is not None and checkpointer.latest_step() is not None:
+    abstract = abstract_states(init_fn, keys, mesh)
+    state, meta = checkpointer.restore(abstract)
+    start = resumed_from = int(meta['step'])
+    if writer is not None:
+      writer.truncate(start)
+    logging.info('Resuming %s from step %d of %d', desc, start, num_steps)
+  if state is None:
+    state = init_states(init_fn, keys, mesh)
+
+  log_every = log_every or chunk_size
+  bar = log_lib.Progress(num_steps, start, desc=desc,
+                         quiet=None if progress is None else not progress)
+  n_chunks = 0
+  try:
+    for chunk in chunks(step_fn, state, start_step=start, num_steps=num_steps,
+                        chunk_size=chunk_size, mesh=mesh):
+      state = chunk.state
+      n_chunks += 1
+      metrics = {k: v[:num_seeds] for k, v in chunk.metrics.items()}
+      done = np.arange(chunk.start, chunk.end) + 1  # steps completed
+      keep = (done % log_every == 0) | (done == num_steps)
+      if writer is not None and keep.any():
+        writer.write_rows(done[keep].tolist(),
+                          {k: v[:, keep] for k, v in metrics.items()})
+      _maybe_fault(chunk.end)
+      final = chunk.end >= num_steps
+      if checkpointer is not None and (final or (
+          checkpoint_every and n_chunks % checkpoint_every == 0)):
+        checkpointer.save(chunk.end, state, force=final)
+      bar.update(chunk.end - chunk.start, {
+          k: float(np.mean(metrics[k][:, -1])) for k in postfix_keys
+          if k in metrics
+      })
+  finally:
+    bar.close()
+    if checkpointer is not None:
+      checkpointer.wait()
+    if writer is not None:
+      writer.flush()
+  if run_seeds != num_seeds:
+    state = jax.tree.map(lambda x: x[:num_seeds], state)
+  return TrainResult(state=state, num_steps=num_steps,
+                     resumed_from=resumed_from)

@@ -1,0 +1,57 @@
+"""metrics.jsonl, TensorBoard events, CIs and plots."""
+
+import math
+
+import numpy as np
+import scipy.stats
+
+from iclrjax.core import logging as log_lib
+
+
+def test_mean_ci95_matches_t_interval():
+  x = np.array([1.0, 2.0, 4.0, 7.0])
+  mean, half = log_lib.mean_ci95(x)
+  lo, hi = scipy.stats.t.interval(0.95, len(x) - 1, loc=x.mean(),
+                                  scale=scipy.stats.sem(x))
+  assert math.isclose(mean, 3.5)
+  assert math.isclose(half, (hi - lo) / 2, rel_tol=1e-12)
+  assert log_lib.mean_ci95([5.0]) == (5.0, 0.0)
+  s = log_lib.summarize(x)
+  assert s['per_seed'] == [1.0, 2.0, 4.0, 7.0]
+
+
+def test_writer_rows_truncate_and_torn_line(tmp_path):
+  w = log_lib.MetricWriter(tmp_path)
+  w.write_rows([10, 20], {'loss': np.array([[1.0, 0.5], [2.0, 1.0]])})
+  w.write(30, {'loss': np.array([0.1, 0.2]), 'lr': 0.01})
+  w.flush()
+  rows = log_lib.read_metrics(tmp_path)
+  assert rows == [{'step': 10, 'loss': [1.0, 2.0]},
+                  {'step': 20, 'loss': [0.5, 1.0]},
+                  {'step': 30, 'loss': [0.1, 0.2], 'lr': 0.01}]
+  w.truncate(20)
+  assert [r['step'] for r in log_lib.read_metrics(tmp_path)] == [10, 20]
+  with open(tmp_path / 'metrics.jsonl', 'a') as f:
+    f.write('{"step": 30, "lo')  # what a kill mid-write leaves
+  assert [r['step'] for r in log_lib.read_metrics(tmp_path)] == [10, 20]
+  w.close()
+  events = list((tmp_path / 'tensorboard').glob('events.out.tfevents.*'))
+  assert events and events[0].stat().st_size > 0
+
+
+def test_curves_and_plot(tmp_path):
+  rows = [{'step': s, 'a': [s, s + 1.0, s + 2.0], 'b': [1.0, 1.0, 1.0]}
+          for s in range(1, 6)]
+  steps, vals = log_lib.curves(rows, 'a')
+  assert steps.tolist() == [1, 2, 3, 4, 5] and vals.shape == (5, 3)
+  path = log_lib.plot_curves(rows, ['a', 'b'], tmp_path / 'p' / 'ab.png')
+  data = path.read_bytes()
+  assert data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 5000
+
+
+def test_progress_quiet_logs(caplog):
+  p = log_lib.Progress(10, quiet=True, log_every_s=0.0, desc='x')
+  p.update(5, {'loss': 0.5})
+  p.update(5)
+  p.close()
+  assert p.n == 10
