@@ -30,13 +30,15 @@ Notes on TFDS without TensorFlow (tfds 4.9):
   `Scalar`, `ClassLabel`, `Text` work; `Image` needs TF to PNG-encode a numpy
   array (it works if you hand it already-encoded PNG bytes/file objects, and
   decoding uses PIL). `Digits` therefore stores images as a uint8 `Tensor`.
-* Build `DatasetInfo` directly (`tfds.core.DatasetInfo(builder=self, ...)`);
-  `self.dataset_info_from_configs` reads metadata files next to the builder's
-  source module and fails for builders defined in a plain module.
+* Build `DatasetInfo` directly (`tfds.core.DatasetInfo(builder=self, ...)`):
+  `self.dataset_info_from_configs` reads metadata files (README.md,
+  CITATIONS.bib, TAGS.txt) from the folder of the builder's module, and fails
+  outright for a builder defined in a script.
 * tfds 4.9.10's `DatasetBuilder.code_path` touches the `importlib_resources`
-  backport (not installed, not a tfds dependency) for any builder class
-  defined inside a package, which breaks `download_and_prepare`;
-  `OfflineBuilder` overrides it with the plain-file fallback.
+  backport, which neither tfds (on Python >= 3.9) nor etils 1.15 install, for
+  any builder class defined inside a package; `download_and_prepare` then
+  fails with ModuleNotFoundError. `OfflineBuilder` overrides `code_path` with
+  tfds's own plain-file fallback.
 * Builders are declared with `skip_registration=True`: TFDS's global registry
   rejects a second class with the same name, and our own registry (below)
   resolves names instead.
@@ -49,10 +51,10 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import copy
+import functools
 import hashlib
 import inspect
 import json
-import logging
 import os
 import pathlib
 import re
@@ -61,6 +63,7 @@ import types
 import zlib
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from absl import logging
 from etils import epath
 import jax
 import jax.numpy as jnp
@@ -111,13 +114,17 @@ class OfflineBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   Subclass it with `skip_registration=True` (TFDS's global registry refuses a
   second class with the same name) and decorate with `register_builder`.
   Build the info with `tfds.core.DatasetInfo(builder=self, ...)` (not
-  `dataset_info_from_configs`, which reads metadata files next to the module).
+  `dataset_info_from_configs`, which reads metadata files next to the module),
+  with `disable_shuffling=True` to store examples in generation order, and
+  use features that encode without TensorFlow (see the module docstring).
   """
 
-  # tfds 4.9.10's `code_path` needs the `importlib_resources` backport (not a
-  # tfds dependency, not installed) for any builder defined inside a package;
-  # this is its plain-file fallback. Only used to look for a checksums file.
+  # tfds 4.9.10's `code_path` needs the `importlib_resources` backport (not
+  # installed by tfds on Python >= 3.9 nor by etils 1.15) for any builder
+  # defined inside a package; this is tfds's own plain-file fallback. It is
+  # only used to look for a checksums file.
   code_path = _ClassProperty(_code_path)
+
 
 _REGISTRY: dict[str, type[OfflineBuilder]] = {}
 
@@ -233,6 +240,7 @@ class Digits(OfflineBuilder, skip_registration=True):
             for split in ('train', 'test')}
 
   def _generate_examples(self, split: str) -> Iterator[tuple[int, Example]]:
+    # Imported here: sklearn takes about a second to import.
     from sklearn import datasets as sk_datasets  # pylint: disable=g-import-not-at-top
     digits = sk_datasets.load_digits()
     for i in digits_split_indices(split):
@@ -548,7 +556,8 @@ def as_numpy(name: str, split: str, *, data_dir: PathLike | None = None,
   """A whole split as a dict of stacked numpy arrays (nested dicts kept).
 
   Meant for our small datasets: put them on device once and index them with
-  `batch_indices` under jit. Row `i` is record `i` of the split.
+  `batch_indices` under jit. Row `i` is record `i` of the split. Features
+  must have fixed shapes (they are stacked with `np.stack`).
 
   Args:
     name: dataset name, see `prepare`.
@@ -620,8 +629,13 @@ def batch_indices(key: jax.Array | int, step: int | jax.Array,
   if num_examples < 1 or batch_size < 1:
     raise ValueError(f'Need num_examples >= 1 and batch_size >= 1, got '
                      f'{num_examples}, {batch_size}.')
-  n, b = int(num_examples), int(batch_size)
-  key = _as_key(key)
+  return _batch_indices(_as_key(key), step, int(num_examples), int(batch_size))
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _batch_indices(key: jax.Array, step: jax.Array, n: int, b: int
+                   ) -> jax.Array:
+  """`batch_indices` (jitted; nested in an outer jit it is simply inlined)."""
   step = jnp.asarray(step, dtype=jnp.int32)
   # step * b = (q * n + r) * b  ->  epoch q * b + (r * b + j) // n.
   q, r = step // n, step % n

@@ -1,12 +1,19 @@
 """The shared absl entry point of every `experiments/<name>.py`.
 
-A launcher is three lines::
+A launcher declares its experiment and hands it to `main`::
 
   from iclrjax.core import launch
   from iclrjax.examples import linreg
 
+  EXPERIMENT = launch.Experiment('linreg', linreg.run,
+                                 schema=linreg.config_schema(),
+                                 check_fn=linreg.check_config)
+
   if __name__ == '__main__':
-    launch.main('linreg', linreg.run, schema=linreg.config_schema())
+    EXPERIMENT.main()
+
+(tests import `experiments.<name>.EXPERIMENT` to validate every config
+variant and smoke-run it; notebooks call `EXPERIMENT.execute(cfg, workdir)`)
 
 and is used as::
 
@@ -282,6 +289,28 @@ def _command_line() -> str:
     argv[0] = '.'.join(mod.parts[-2:])
     argv = ['python', '-m'] + argv
   return ' '.join(shlex.quote(a) for a in argv)
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+  """A named experiment: its run function and its config schema."""
+
+  name: str
+  run_fn: RunFn
+  schema: Mapping[str, config_lib.Spec] = dataclasses.field(
+      default_factory=dict)
+  check_fn: Callable[[ml_collections.ConfigDict], None] | None = None
+
+  def validate(self, cfg: ml_collections.ConfigDict) -> None:
+    validate(cfg, self.schema, self.check_fn)
+
+  def execute(self, cfg: ml_collections.ConfigDict, workdir=None,
+              **kwargs) -> dict[str, Any]:
+    return execute(self.name, self.run_fn, cfg, workdir=workdir,
+                   schema=self.schema, check_fn=self.check_fn, **kwargs)
+
+  def main(self) -> None:
+    main(self.name, self.run_fn, schema=self.schema, check_fn=self.check_fn)
 
 
 def main(name: str, run_fn: RunFn, *,

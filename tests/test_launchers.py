@@ -1,0 +1,100 @@
+"""Every launcher: configs validate, the smoke variant runs and records.
+
+New experiments are picked up automatically: any `experiments/<name>.py`
+defining `EXPERIMENT` must have `configs/<name>.py` with the variants
+smoke / default / paper.
+"""
+
+import importlib
+import json
+import pathlib
+
+import pytest
+
+from iclrjax.core import launch
+from iclrjax.core import loop
+from tests.conftest import ROOT, run_module
+
+NAMES = sorted(p.stem for p in (ROOT / 'experiments').glob('*.py')
+               if p.stem not in ('__init__', 'report'))
+SUMMARY_KEYS = {'experiment', 'config', 'num_seeds', 'backend', 'devices',
+                'wall_s', 'metrics', 'claims'}
+
+
+def _experiment(name):
+  return importlib.import_module(f'experiments.{name}').EXPERIMENT
+
+
+def _config(name, variant):
+  return importlib.import_module(f'configs.{name}').get_config(variant)
+
+
+@pytest.mark.parametrize('name', NAMES)
+@pytest.mark.parametrize('variant', ['smoke', None, 'paper'])
+def test_config_variants_validate(name, variant):
+  exp = _experiment(name)
+  assert exp.name == name
+  exp.validate(_config(name, variant))
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_unknown_variant_is_a_clear_error(name):
+  with pytest.raises(ValueError, match='smoke'):
+    _config(name, 'nonsense')
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_smoke_run_writes_the_run_record(name, tmp_path):
+  wd = tmp_path / 'run'
+  proc = run_module(f'experiments.{name}',
+                    f'--config=configs/{name}.py:smoke', f'--workdir={wd}')
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  summary = json.loads((wd / 'summary.json').read_text())
+  assert SUMMARY_KEYS <= summary.keys()
+  assert summary['experiment'] == name
+  assert summary['config'] == json.loads((wd / 'config.json').read_text())
+  for m in summary['metrics'].values():
+    assert {'mean', 'ci95', 'per_seed'} <= m.keys()
+    assert len(m['per_seed']) == summary['num_seeds']
+  for c in summary['claims']:
+    assert {'claim', 'holds', 'evidence'} <= c.keys()
+  assert (wd / 'metrics.jsonl').stat().st_size > 0
+  assert list((wd / 'plots').glob('*.png'))
+  assert list((wd / 'tensorboard').glob('events.out.tfevents.*'))
+  assert any((wd / 'checkpoints').iterdir())
+
+
+def test_no_flags_uses_default_config_and_resumes_after_kill(tmp_path):
+  """`python -m experiments.linreg` with no flags; killed; same command."""
+  root = tmp_path / 'runs' / 'linreg'
+  killed = run_module('experiments.linreg', cwd=tmp_path,
+                      env={loop.FAULT_ENV: '1000'})
+  assert killed.returncode == -9, killed.stderr[-3000:]
+  (first,) = list(root.iterdir())
+  cfg = json.loads((first / 'config.json').read_text())
+  assert cfg == json.loads(json.dumps(
+      launch.config_lib.to_dict(_config('linreg', None))))
+
+  again = run_module('experiments.linreg', cwd=tmp_path)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert 'Resuming' in again.stderr
+  assert list(root.iterdir()) == [first]
+  summary = json.loads((first / 'summary.json').read_text())
+  assert all(c['holds'] for c in summary['claims'])
+
+  # A finished run is not resumed: the next run gets a fresh directory.
+  third = run_module('experiments.linreg', '--config.num_steps=100',
+                     '--config.tolerance=10.0', cwd=tmp_path)
+  assert third.returncode == 0, third.stderr[-3000:]
+  assert len(list(root.iterdir())) == 2
+
+
+def test_changed_config_in_existing_workdir_is_refused(tmp_path):
+  wd = tmp_path / 'w'
+  args = ['--config=configs/linreg.py:smoke', f'--workdir={wd}',
+          '--config.num_steps=100']
+  assert run_module('experiments.linreg', *args).returncode == 0
+  proc = run_module('experiments.linreg', *args, '--config.seed=5')
+  assert proc.returncode == 2
+  assert 'config.seed=' in proc.stderr and 'different config' in proc.stderr
+  assert 'Traceback' not in proc.stderr
