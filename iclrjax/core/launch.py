@@ -41,6 +41,7 @@ same command after a kill continues where it stopped.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+import contextlib
 import dataclasses
 import datetime
 import importlib.resources
@@ -318,10 +319,12 @@ def main(name: str, run_fn: RunFn, *,
          check_fn: Callable[[ml_collections.ConfigDict], None] | None = None
          ) -> None:
   """absl entry point: `--config` (file[:variant]), `--workdir`."""
-  config_flags.DEFINE_config_file(
-      'config', default_config_path(name),
-      f'Config file, e.g. configs/{name}.py:smoke; override fields with '
-      f'--config.<field>=value.', lock_config=True)
+  # DEFINE_config_file already reads sys.argv's --config.<field> overrides.
+  with _flag_errors_exit_2():
+    config_flags.DEFINE_config_file(
+        'config', default_config_path(name),
+        f'Config file, e.g. configs/{name}.py:smoke; override fields with '
+        f'--config.<field>=value.', lock_config=True)
   flags.DEFINE_string('workdir', None,
                       f'Output directory (default: runs/{name}/<timestamp>, '
                       'or the newest unfinished run with the same config).')
@@ -342,4 +345,47 @@ def main(name: str, run_fn: RunFn, *,
                                   summary['metrics'].items()},
                       'claims': summary['claims']}, indent=1))
 
-  app.run(_main)
+  app.run(_main, flags_parser=_parse_flags)
+
+
+def _one_line(e: BaseException) -> str:
+  text = str(e)
+  if isinstance(e, (KeyError, AttributeError)):
+    # ConfigDict: KeyError('\'x\'\nDid you mean "y" instead of "x"?')
+    text = text.strip('\'"').replace('\\n', ' ').replace("\\'", "'")
+  if 'Traceback (most recent call last)' in text:
+    # config_flags embeds get_config()'s traceback; its last line says why.
+    head = text.split(':', 1)[0]
+    last = [l for l in text.splitlines() if l.strip()][-1].strip()
+    text = f'{head}: {last}'
+  return ' '.join(text.split())
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  """absl flag parsing; a bad flag or config file exits 2 with one line."""
+  for arg in argv[1:]:
+    if arg.startswith('--config=') and not arg.startswith('--config.'):
+      path = arg.split('=', 1)[1].split(':', 1)[0]
+      if not os.path.exists(path):
+        print(f'error: --config: no config file {path!r} (expected e.g. '
+              f'configs/<name>.py[:variant], relative to {os.getcwd()})',
+              file=sys.stderr)
+        sys.exit(2)
+  with _flag_errors_exit_2():
+    rest = flags.FLAGS(argv)
+    # config_flags applies --config.<field> overrides on first access.
+    _ = flags.FLAGS.config
+  return rest
+
+
+@contextlib.contextmanager
+def _flag_errors_exit_2():
+  """A bad flag, override or config file: one line on stderr, exit 2."""
+  try:
+    yield
+  except (flags.Error, AttributeError, KeyError, ValueError, TypeError) as e:
+    msg = _one_line(e)
+    if isinstance(e, (KeyError, AttributeError)):
+      msg = f'unknown config field in an override: {msg}'
+    print(f'error: {msg}', file=sys.stderr)
+    sys.exit(2)

@@ -110,3 +110,18 @@ def test_launcher_cross_field_check_exits_2(tmp_path):
   assert 'config.batch_size=100000 is invalid' in proc.stderr
   assert 'num_examples' in proc.stderr
   assert 'Traceback' not in proc.stderr
+
+
+@pytest.mark.parametrize('arg,fragment', [
+    ('--config.num_seedz=3', 'Did you mean "num_seeds"'),
+    ('--config.num_seeds=abc', "--config.num_seeds=abc: invalid literal"),
+    ('--config=configs/linreg.py:bogus', "Unknown variant 'bogus'"),
+    ('--config=configs/nofile.py', "no config file 'configs/nofile.py'"),
+])
+def test_launcher_bad_flag_exits_2_with_one_line(arg, fragment, tmp_path):
+  proc = run_module('experiments.linreg', arg, f'--workdir={tmp_path / "w"}')
+  assert proc.returncode == 2, proc.stderr
+  assert 'Traceback' not in proc.stderr
+  (line,) = [l for l in proc.stderr.splitlines() if l.strip()]
+  assert line.startswith('error: ') and fragment in line, line
+  assert not (tmp_path / 'w').exists()

@@ -235,22 +235,62 @@ def test_prepared_dataset_we_do_not_own_is_read_from_files(tmp_path,
 # No TensorFlow; concurrent preparation.
 
 _WORKER = """
-import hashlib, sys
+import importlib.abc, importlib.machinery, sys
+
+attempts = []
+
+
+class PoisonedTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+  # Finds `tensorflow` (as if installed) but records and fails any import.
+
+  def find_spec(self, name, path=None, target=None):
+    if name == 'tensorflow' or name.startswith('tensorflow.'):
+      return importlib.machinery.ModuleSpec(name, self)
+    return None
+
+  def create_module(self, spec):
+    attempts.append(spec.name)
+    raise ImportError(f'test forbids importing {spec.name}')
+
+  def exec_module(self, module):
+    pass
+
+
+data_dir, poison = sys.argv[1], sys.argv[2] == 'poison'
+if poison:  # Even where TensorFlow is installed, nothing may import it.
+  sys.meta_path.insert(0, PoisonedTensorFlow())
+
+import hashlib
+import numpy as np
+import tensorflow_datasets as tfds
 from iclrjax.core import data
+
 assert 'tensorflow' not in sys.modules, 'import pulled in tensorflow'
-arrays = data.as_numpy('digits', 'train', data_dir=sys.argv[1])
+arrays = data.as_numpy('digits', 'train', data_dir=data_dir)
 h = hashlib.sha256()
 for k in sorted(arrays):
   h.update(arrays[k].tobytes())
+data.synthetic_builder(
+    'no_tf', {'x': tfds.features.Tensor(shape=(2,), dtype=np.float32),
+              'c': tfds.features.ClassLabel(names=['a', 'b']),
+              's': tfds.features.Text()},
+    {'train': lambda rng: ({'x': rng.normal(size=2).astype(np.float32),
+                            'c': 'b', 's': 'hi'} for _ in range(3))})
+a = data.as_numpy('no_tf', 'train', data_dir=data_dir)
+assert a['x'].shape == (3, 2) and list(a['c']) == [1, 1, 1], a
+assert list(a['s']) == [b'hi'] * 3, a
+assert not attempts, f'tried to import {attempts}'
 assert 'tensorflow' not in sys.modules, 'loading pulled in tensorflow'
 print('DIGEST', h.hexdigest(), len(arrays['label']))
 """
 
 
 def test_no_tensorflow_and_concurrent_prepare(tmp_path):
-  # Several processes prepare the same dataset at once (as pytest-xdist
-  # workers would): one writes under the lock, the others wait and read.
-  procs = [_run_python(_WORKER, str(tmp_path)) for _ in range(3)]
+  # Processes prepare the same datasets at once (as pytest-xdist workers
+  # would): one writes under the lock, the others wait and read. None of them
+  # imports TensorFlow; one fails any attempt to, as if it were installed.
+  procs = [_run_python(_WORKER, str(tmp_path), mode)
+           for mode in ('plain', 'poison', 'plain')]
   outs = [p.communicate(timeout=120) for p in procs]
   for p, (out, err) in zip(procs, outs):
     assert p.returncode == 0, err[-3000:]
@@ -258,53 +298,10 @@ def test_no_tensorflow_and_concurrent_prepare(tmp_path):
              if line.startswith('DIGEST')}
   assert len(digests) == 1, digests
   assert digests.pop().endswith(' 1437')
-  assert not list((tmp_path / 'digits').glob('incomplete*'))
+  for name in ('digits', 'no_tf'):
+    assert (tmp_path / name / '1.0.0' / 'dataset_info.json').exists()
+    assert not list((tmp_path / name).glob('incomplete*'))
   assert 'tensorflow' not in sys.modules
-
-
-def test_works_with_tensorflow_import_blocked(tmp_path):
-  # Even where TensorFlow is installed, nothing here may import it.
-  code = """
-  import importlib.abc, importlib.machinery, sys
-
-  attempts = []
-
-  class PoisonedTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    # Finds `tensorflow` (as if installed) but records and fails any import.
-
-    def find_spec(self, name, path=None, target=None):
-      if name == 'tensorflow' or name.startswith('tensorflow.'):
-        return importlib.machinery.ModuleSpec(name, self)
-      return None
-
-    def create_module(self, spec):
-      attempts.append(spec.name)
-      raise ImportError(f'test forbids importing {spec.name}')
-
-    def exec_module(self, module):
-      pass
-
-  sys.meta_path.insert(0, PoisonedTensorFlow())
-  import numpy as np
-  import tensorflow_datasets as tfds
-  from iclrjax.core import data
-  data.synthetic_builder(
-      'blocked_tf', {'x': tfds.features.Tensor(shape=(2,), dtype=np.float32),
-                     'c': tfds.features.ClassLabel(names=['a', 'b'])},
-      {'train': lambda rng: ({'x': rng.normal(size=2).astype(np.float32),
-                              'c': 'b'} for _ in range(3))})
-  a = data.as_numpy('blocked_tf', 'train', data_dir=sys.argv[1])
-  assert a['x'].shape == (3, 2) and list(a['c']) == [1, 1, 1]
-  d = data.as_numpy('digits', 'test', data_dir=sys.argv[1])
-  assert d['image'].shape == (360, 8, 8, 1)
-  assert not attempts, attempts
-  assert 'tensorflow' not in sys.modules
-  print('OK')
-  """
-  p = _run_python(code, str(tmp_path))
-  out, err = p.communicate(timeout=120)
-  assert p.returncode == 0, err[-3000:]
-  assert 'OK' in out
 
 
 # ----------------------------------------------------------------------------
