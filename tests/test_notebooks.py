@@ -1,7 +1,5 @@
 """Every notebook in colabs/ runs top to bottom (at its smoke size)."""
 
-import os
-
 import nbformat
 from nbclient import NotebookClient
 import pytest

@@ -11,6 +11,7 @@ runs on one CPU, eight GPUs or a TPU pod. Multi-host runs call
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 from absl import logging
@@ -27,13 +28,24 @@ _initialized = False
 def maybe_initialize(enabled: bool, **kwargs: Any) -> None:
   """Calls `jax.distributed.initialize(**kwargs)` once if `enabled`.
 
-  On TPU pods and SLURM/Open MPI GPU clusters JAX discovers the coordinator
-  itself; elsewhere pass `coordinator_address`, `num_processes`,
-  `process_id` (or set JAX_COORDINATOR_ADDRESS etc.).
+  On TPU pods and SLURM / Open MPI GPU clusters JAX discovers the
+  coordinator and the process ids itself. Elsewhere set, on every process,
+  JAX_COORDINATOR_ADDRESS (host:port of process 0), JAX_NUM_PROCESSES and
+  JAX_PROCESS_ID (or pass them as kwargs). On CPU hosts the collectives go
+  through gloo.
   """
   global _initialized
   if not enabled or _initialized:
     return
+  for kwarg, env in (('coordinator_address', 'JAX_COORDINATOR_ADDRESS'),
+                     ('num_processes', 'JAX_NUM_PROCESSES'),
+                     ('process_id', 'JAX_PROCESS_ID')):
+    if kwarg not in kwargs and os.environ.get(env):
+      value = os.environ[env]
+      kwargs[kwarg] = value if kwarg == 'coordinator_address' else int(value)
+  if jax.config.jax_platforms in (None, '', 'cpu') or 'cpu' in str(
+      jax.config.jax_platforms):
+    jax.config.update('jax_cpu_collectives_implementation', 'gloo')
   jax.distributed.initialize(**kwargs)
   _initialized = True
   logging.info('jax.distributed: process %d of %d, %d global devices',
@@ -74,10 +86,18 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 
 def to_host(tree: Any) -> Any:
-  """Fetches a (possibly multi-host sharded) pytree as numpy arrays."""
-  if jax.process_count() > 1:
-    return multihost_utils.process_allgather(tree, tiled=True)
-  return jax.device_get(tree)
+  """Fetches a pytree as numpy; arrays spanning hosts are all-gathered.
+
+  Leaves that are already on the host (numpy, Python scalars) pass through
+  unchanged, so calling it twice is harmless.
+  """
+
+  def fetch(x):
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+      return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return jax.device_get(x)
+
+  return jax.tree.map(fetch, tree)
 
 
 def is_main_process() -> bool:

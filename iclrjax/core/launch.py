@@ -262,7 +262,8 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
       **distributed.describe(),
       'wall_s': round(wall_s, 3),
       'metrics': {
-          k: log_lib.summarize(np.asarray(v)) for k, v in result.metrics.items()
+          k: log_lib.summarize(np.asarray(v))
+          for k, v in distributed.to_host(dict(result.metrics)).items()
       },
       'claims': [c.to_json() for c in result.claims],
       'command': command or f'python -m experiments.{name} --workdir={wd}',

@@ -19,11 +19,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 import optax
 
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data
+from iclrjax.core import distributed
 from iclrjax.core import launch
 
 
@@ -109,15 +109,14 @@ def run(r: launch.Run) -> launch.Result:
   cfg = r.config
   out = r.train(make_init(cfg), make_step(cfg), num_steps=cfg.num_steps,
                 chunk_size=cfg.chunk_size, postfix_keys=('loss',))
+  # Final metrics on device (the seed axis may span hosts), then to host.
   state = out.state
-  rel_err = np.asarray(jnp.linalg.norm(state.w - state.w_ols, axis=-1) /
-                       jnp.linalg.norm(state.w_ols, axis=-1))
-  full_loss = np.asarray(jax.vmap(
-      lambda w, X, y: 0.5 * jnp.mean((X @ w - y) ** 2))(state.w, state.X,
-                                                       state.y))
-  ols_loss = np.asarray(jax.vmap(
-      lambda w, X, y: 0.5 * jnp.mean((X @ w - y) ** 2))(state.w_ols, state.X,
-                                                       state.y))
+  sq_loss = jax.vmap(lambda w, X, y: 0.5 * jnp.mean((X @ w - y) ** 2))
+  rel_err, full_loss, ols_loss = distributed.to_host((
+      jnp.linalg.norm(state.w - state.w_ols, axis=-1) /
+      jnp.linalg.norm(state.w_ols, axis=-1),
+      sq_loss(state.w, state.X, state.y),
+      sq_loss(state.w_ols, state.X, state.y)))
   r.plot(['loss'], 'loss', logy=True, title='minibatch loss')
   r.plot(['param_rel_error'], 'param_rel_error', logy=True,
          title='|w - w_ols| / |w_ols|')
