@@ -234,9 +234,12 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
       half = scipy.stats.t.ppf(0.975, n - 1) * sem
     else:
       half = np.zeros_like(mean)
+    lo = mean - half
+    if logy:  # a t-band can cross zero; on a log axis stop it at the data
+      lo = np.maximum(lo, vals.min(axis=1))
     label = labels[i] if labels else key
     (line,) = ax.plot(steps, mean, label=f'{label} (n={n})')
-    ax.fill_between(steps, mean - half, mean + half, alpha=0.25,
+    ax.fill_between(steps, lo, mean + half, alpha=0.25,
                     color=line.get_color(), linewidth=0)
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel or (keys[0] if len(keys) == 1 else 'value'))
