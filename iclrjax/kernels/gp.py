@@ -1,0 +1,142 @@
+"""Exact GP posterior with O(T^2) incremental updates in fixed-size buffers.
+
+Observations are points (x, u): a feature vector and an integer tag (the
+user in a multi-user kernel, the action in a state-action kernel; 0 for a
+plain GP). The joint kernel is any `k(X1, u1, X2, u2) -> [n1, n2]`, e.g.
+`functools.partial(graph.multi_user_gram, K_users, base_kernel=...)` with
+arguments reordered by `multi_user_kernel`.
+
+The state keeps the lower Cholesky factor L_t of K_t + lam I (K_t the Gram
+matrix of the t observations) in the top-left t x t block of a preallocated
+[T, T] buffer, with the identity elsewhere, and a = L_t^{-1} y. Appending an
+observation (x, u, y) is one triangular solve (O(T^2)):
+
+  l = L^{-1} k,   k_i = k((x_i,u_i),(x,u)) for i < t, else 0
+  d = sqrt(k((x,u),(x,u)) + lam - |l|^2)
+  row t of L <- [l, d],   a_t <- (y - l.a) / d
+
+and the posterior at query points Q is
+
+  v = L^{-1} k(Z_t, Q),   mean = v^T a,   var = k(Q,Q) - |v|^2
+
+(mean = k^T (K_t + lam I)^{-1} y and var = k(Q,Q) - k^T (K_t + lam I)^{-1} k,
+the GP / kernel ridge posterior). Rows past t are masked, so every shape is
+static and a whole bandit loop compiles under `lax.scan`. Use float64
+(`with jax.enable_x64(True)`): the recursion loses accuracy in float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+JointKernel = Callable[[jax.Array, jax.Array, jax.Array, jax.Array],
+                       jax.Array]
+
+
+class Posterior(NamedTuple):
+  L: jax.Array   # [T, T] Cholesky factor of K_t + lam I (identity past t)
+  a: jax.Array   # [T] L^{-1} y (0 past t)
+  X: jax.Array   # [T, d] observed features
+  u: jax.Array   # [T] observed tags (users / actions), int32
+  y: jax.Array   # [T] observed targets
+  t: jax.Array   # () number of observations, int32
+
+
+def multi_user_kernel(K_users: jax.Array,
+                      base_kernel: Callable[[jax.Array, jax.Array], jax.Array]
+                      ) -> JointKernel:
+  """k((x,u),(x',u')) = K_users[u,u'] base_kernel(x,x') as a JointKernel."""
+
+  def k(X1, u1, X2, u2):
+    return K_users[u1[:, None], u2[None, :]] * base_kernel(X1, X2)
+
+  return k
+
+
+def init(capacity: int, dim: int, dtype=jnp.float64) -> Posterior:
+  """An empty posterior that can hold `capacity` observations."""
+  return Posterior(
+      L=jnp.eye(capacity, dtype=dtype),
+      a=jnp.zeros((capacity,), dtype),
+      X=jnp.zeros((capacity, dim), dtype),
+      u=jnp.zeros((capacity,), jnp.int32),
+      y=jnp.zeros((capacity,), dtype),
+      t=jnp.zeros((), jnp.int32),
+  )
+
+
+def _cross(post: Posterior, Xq: jax.Array, uq: jax.Array,
+           kernel: JointKernel) -> jax.Array:
+  """k(Z_t, Q) [T, m] with rows past t zeroed."""
+  K = kernel(post.X, post.u, Xq.astype(post.X.dtype), uq)
+  mask = jnp.arange(post.L.shape[0]) < post.t
+  return jnp.where(mask[:, None], K, 0.0)
+
+
+def _diag(Xq: jax.Array, uq: jax.Array, kernel: JointKernel) -> jax.Array:
+  return jax.vmap(lambda x, u: kernel(x[None], u[None], x[None], u[None])[0, 0]
+                  )(Xq, uq)
+
+
+def _solve_lower(L: jax.Array, B: jax.Array) -> jax.Array:
+  return jax.scipy.linalg.solve_triangular(L, B, lower=True)
+
+
+def append(post: Posterior, x: jax.Array, u: jax.Array, y: jax.Array,
+           kernel: JointKernel, noise_var: float,
+           jitter: float = 1e-10) -> Posterior:
+  """Adds observation (x, u, y); O(T^2). No-op check: t must be < capacity."""
+  x = x.astype(post.X.dtype)
+  k = _cross(post, x[None], u[None], kernel)[:, 0]
+  kzz = _diag(x[None], u[None], kernel)[0] + noise_var
+  l = _solve_lower(post.L, k)
+  d = jnp.sqrt(jnp.maximum(kzz - l @ l, jitter))
+  t = post.t
+  row = l.at[t].set(d)
+  a_t = (y - l @ post.a) / d
+  return Posterior(
+      L=post.L.at[t].set(row),
+      a=post.a.at[t].set(a_t),
+      X=post.X.at[t].set(x),
+      u=post.u.at[t].set(u.astype(jnp.int32)),
+      y=post.y.at[t].set(y),
+      t=t + 1,
+  )
+
+
+def predict(post: Posterior, Xq: jax.Array, uq: jax.Array,
+            kernel: JointKernel) -> tuple[jax.Array, jax.Array]:
+  """Posterior mean and variance [m] at query points (Xq [m, d], uq [m])."""
+  v = _solve_lower(post.L, _cross(post, Xq, uq, kernel))
+  mean = v.T @ post.a
+  var = _diag(Xq.astype(post.X.dtype), uq, kernel) - jnp.sum(v * v, axis=0)
+  return mean, jnp.maximum(var, 0.0)
+
+
+def from_data(X: jax.Array, u: jax.Array, y: jax.Array, kernel: JointKernel,
+              noise_var: float, capacity: int | None = None) -> Posterior:
+  """A posterior holding (X, u, y), built by `append` under `lax.scan`."""
+  n, d = X.shape
+  post = init(capacity or n, d, X.dtype)
+
+  def body(p, obs):
+    return append(p, *obs, kernel=kernel, noise_var=noise_var), None
+
+  return jax.lax.scan(body, post, (X, u, y))[0]
+
+
+def full_posterior(X: jax.Array, u: jax.Array, y: jax.Array, Xq: jax.Array,
+                   uq: jax.Array, kernel: JointKernel, noise_var: float
+                   ) -> tuple[jax.Array, jax.Array]:
+  """Reference O(t^3) refit: Cholesky of the full K_t + lam I."""
+  K = kernel(X, u, X, u) + noise_var * jnp.eye(X.shape[0], dtype=X.dtype)
+  c = jax.scipy.linalg.cho_factor(K, lower=True)
+  Kq = kernel(X, u, Xq, uq)
+  mean = Kq.T @ jax.scipy.linalg.cho_solve(c, y)
+  var = _diag(Xq, uq, kernel) - jnp.sum(
+      Kq * jax.scipy.linalg.cho_solve(c, Kq), axis=0)
+  return mean, var

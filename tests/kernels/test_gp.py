@@ -1,0 +1,84 @@
+"""Incremental GP posterior vs a full refit."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from iclrjax import kernels
+from iclrjax.kernels import gp
+
+
+@pytest.fixture(autouse=True)
+def x64():
+  with jax.enable_x64(True):
+    yield
+
+
+@pytest.fixture(scope='module')
+def problem():
+  with jax.enable_x64(True):
+    rng = np.random.default_rng(0)
+    n_users, T, d = 10, 500, 4
+    A = np.triu(rng.uniform(size=(n_users, n_users)) < 0.3, 1).astype(float)
+    K_users = kernels.normalize_mean_diag(
+        kernels.laplacian_kernel(jnp.asarray(A + A.T), 0.1))
+    kernel = gp.multi_user_kernel(
+        K_users, functools.partial(kernels.rbf, lengthscale=1.0))
+    X = jnp.asarray(rng.uniform(-1, 1, (T, d)))
+    u = jnp.asarray(rng.integers(0, n_users, T), jnp.int32)
+    y = jnp.asarray(np.sin(X.sum(1)) + 0.1 * rng.normal(size=T))
+    Xq = jnp.asarray(rng.uniform(-1, 1, (20, d)))
+    uq = jnp.asarray(rng.integers(0, n_users, 20), jnp.int32)
+    return dict(kernel=kernel, X=X, u=u, y=y, Xq=Xq, uq=uq, T=T)
+
+
+@pytest.mark.parametrize('t', [100, 300, 500])
+def test_incremental_equals_full_refit(problem, t):
+  p = problem
+  k = p['kernel']
+
+  def incremental(X, u, y, Xq, uq):
+    post = gp.init(p['T'], X.shape[1])
+    body = lambda s, o: (gp.append(s, *o, kernel=k, noise_var=0.01), None)
+    post = jax.lax.scan(body, post, (X, u, y))[0]
+    return gp.predict(post, Xq, uq, k)
+
+  mean_i, var_i = jax.jit(incremental)(p['X'][:t], p['u'][:t], p['y'][:t],
+                                       p['Xq'], p['uq'])
+  mean_f, var_f = gp.full_posterior(p['X'][:t], p['u'][:t], p['y'][:t],
+                                    p['Xq'], p['uq'], k, 0.01)
+  assert mean_i.dtype == jnp.float64
+  np.testing.assert_allclose(mean_i, mean_f, atol=1e-6, rtol=0)
+  np.testing.assert_allclose(var_i, var_f, atol=1e-6, rtol=0)
+  # Independent reference: numpy's dense inverse.
+  K = np.asarray(k(p['X'][:t], p['u'][:t], p['X'][:t], p['u'][:t]))
+  Kq = np.asarray(k(p['X'][:t], p['u'][:t], p['Xq'], p['uq']))
+  Ainv = np.linalg.inv(K + 0.01 * np.eye(t))
+  np.testing.assert_allclose(mean_i, Kq.T @ Ainv @ np.asarray(p['y'][:t]),
+                             atol=1e-6)
+
+
+def test_masked_buffer_matches_exact_size(problem):
+  """Capacity beyond t changes nothing: padded rows are inert."""
+  p, k = problem, problem['kernel']
+  small = gp.from_data(p['X'][:50], p['u'][:50], p['y'][:50], k, 0.01)
+  big = gp.from_data(p['X'][:50], p['u'][:50], p['y'][:50], k, 0.01,
+                     capacity=200)
+  m1, v1 = gp.predict(small, p['Xq'], p['uq'], k)
+  m2, v2 = gp.predict(big, p['Xq'], p['uq'], k)
+  np.testing.assert_allclose(m1, m2, atol=1e-12)
+  np.testing.assert_allclose(v1, v2, atol=1e-12)
+  assert int(big.t) == 50
+
+
+def test_empty_posterior_is_the_prior(problem):
+  p, k = problem, problem['kernel']
+  post = gp.init(10, p['X'].shape[1])
+  mean, var = gp.predict(post, p['Xq'], p['uq'], k)
+  np.testing.assert_array_equal(mean, 0.0)
+  prior = jax.vmap(lambda x, u: k(x[None], u[None], x[None], u[None])[0, 0])(
+      p['Xq'], p['uq'])
+  np.testing.assert_allclose(var, prior, rtol=1e-12)
