@@ -46,6 +46,7 @@ import dataclasses
 import datetime
 import importlib.resources
 import json
+import logging as std_logging
 import os
 import pathlib
 import re
@@ -285,6 +286,20 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
   return summary
 
 
+class _DropLibraryInfo(std_logging.Filter):
+  """Hides INFO chatter: orbax (lines per checkpoint), JAX backend probing."""
+
+  def filter(self, record: std_logging.LogRecord) -> bool:
+    return record.levelno >= std_logging.WARNING or not any(
+        part in record.pathname for part in self.NOISY)
+
+  NOISY = ('/orbax/', 'xla_bridge.py')
+
+
+def _quiet_library_logs() -> None:
+  logging.get_absl_handler().addFilter(_DropLibraryInfo())
+
+
 def _command_line() -> str:
   argv = list(sys.argv)
   if argv and argv[0].endswith('.py'):
@@ -333,6 +348,7 @@ def main(name: str, run_fn: RunFn, *,
   jax.config.update('jax_threefry_partitionable', True)
 
   def _main(argv):
+    _quiet_library_logs()
     if len(argv) > 1:
       raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
     cfg = flags.FLAGS.config

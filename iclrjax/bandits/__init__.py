@@ -1,0 +1,1 @@
+"""Multi-user GP bandits on a user graph (Laplacian Kernelized Bandit)."""
