@@ -275,10 +275,10 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
   if main_proc:
     rows = log_lib.read_metrics(wd)
     keys = sorted({k for r in rows for k in r if k != 'step'})
-    for key in keys[:32]:  # a curve per metric, unless the run drew its own
-      path = wd / 'plots' / f'{_safe_name(key)}.png'
-      if not path.exists():
-        log_lib.plot_curves(rows, [key], path, title=f'{name}: {key}')
+    if not list((wd / 'plots').glob('*.png')):  # unless the run drew its own
+      for key in keys[:32]:
+        log_lib.plot_curves(rows, [key], wd / 'plots' / f'{_safe_name(key)}.png',
+                            title=f'{name}: {key}')
     _write_json(wd / SUMMARY_FILE, summary)
   for c in result.claims:
     logging.info('claim %s: %s (%s)', 'HOLDS' if c.holds else 'does NOT hold',

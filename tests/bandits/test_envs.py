@@ -49,23 +49,25 @@ def test_gp_draw_has_the_product_kernel_covariance():
   np.testing.assert_allclose(emp, want, atol=0.05)
 
 
-def test_linear_gob_rewards_are_linear_and_graph_smoothed():
-  n, M, d = 6, 40, 3
-  W = envs.er_graph(jax.random.PRNGKey(4), n, 0.5)
-  arms = jax.random.uniform(jax.random.PRNGKey(5), (M, d), jnp.float64, -1, 1)
-  F = np.asarray(envs.rewards(jax.random.PRNGKey(6), 2, W, arms, rho=0.1,
-                              arm_lengthscale=1.0, gob_eta=1.0, num_anchors=5))
+def _rewards(seed, regime, n, M, d, num_anchors=5):
+  """(arms, F) of one small environment."""
+  k_w, k_arms, k_f = jax.random.split(jax.random.PRNGKey(seed), 3)
+  W = envs.er_graph(k_w, n, 0.5)
+  arms = jax.random.uniform(k_arms, (M, d), jnp.float64, -1, 1)
+  F = envs.rewards(k_f, envs.REGIMES.index(regime), W, arms, rho=0.1,
+                   arm_lengthscale=1.0, gob_eta=1.0, num_anchors=num_anchors)
+  return np.asarray(arms), np.asarray(F)
+
+
+def test_linear_gob_rewards_are_linear_and_unit_scale():
+  arms, F = _rewards(4, 'linear_gob', n=6, M=40, d=3)
   assert abs(F.std() - 1.0) < 1e-9
-  theta, *_ = np.linalg.lstsq(np.asarray(arms), F.T, rcond=None)
-  np.testing.assert_allclose(np.asarray(arms) @ theta, F.T, atol=1e-9)
+  theta, *_ = np.linalg.lstsq(arms, F.T, rcond=None)
+  np.testing.assert_allclose(arms @ theta, F.T, atol=1e-9)
 
 
 def test_representer_draw_lies_in_the_kernel_span():
-  n, M, d = 5, 30, 2
-  W = envs.er_graph(jax.random.PRNGKey(7), n, 0.5)
-  arms = jax.random.uniform(jax.random.PRNGKey(8), (M, d), jnp.float64, -1, 1)
-  F = np.asarray(envs.rewards(jax.random.PRNGKey(9), 1, W, arms, rho=0.1,
-                              arm_lengthscale=1.0, gob_eta=1.0, num_anchors=3))
+  _, F = _rewards(7, 'representer_draw', n=5, M=30, d=2, num_anchors=3)
   assert abs(F.std() - 1.0) < 1e-9
   # 3 anchors: F is a sum of 3 rank-one (user column x arm row) terms.
   s = np.linalg.svd(F, compute_uv=False)

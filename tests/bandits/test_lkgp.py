@@ -1,7 +1,5 @@
 """LK-GP-UCB / TS and baselines: decisions, equivalences, claims."""
 
-import json
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -138,49 +136,35 @@ def test_algorithms_share_users_arms_and_noise(smoke_run):
   assert np.std(noise) > 0.01  # there is noise, and it is shared
 
 
-CLAIM_OVERRIDES = dict(regimes=('gp_draw',), horizon=200, algorithms=(
-    'lk_gp_ucb', 'lk_gp_ts', 'indep_gp_ucb', 'pooled_gp_ucb', 'goblin'))
-
-
-def test_claims_hold_at_small_scale(tmp_path):
-  """Headline direction at T=200 (5 seeds, ER graph, gp_draw; ~10 s).
-
-  Same pass criteria as the paper-scale claims: LK-GP-UCB beats independent,
-  pooled GP-UCB and GOB.Lin in >= 4/5 seeds and is >= 15% below pooled;
-  LK-GP-TS beats independent and pooled GP-UCB in >= 4/5 seeds.
-  """
-  cfg = lk_config.get_config()
-  cfg.update(CLAIM_OVERRIDES)
-  summary = EXPERIMENT.execute(cfg, tmp_path)
-  claims = summary['claims']
-  assert len(claims) == 2
-  for c in claims:
-    assert c['holds'], c
-  lk = summary['metrics']['cumulative_regret/lk_gp_ucb']['mean']
-  pooled = summary['metrics']['cumulative_regret/pooled_gp_ucb']['mean']
-  assert lk < 0.85 * pooled
-  assert (tmp_path / 'plots' / 'cumulative_regret_gp_draw.png').exists()
-
-
 @pytest.fixture(scope='module')
 def default_run(tmp_path_factory):
+  """The default config: 5 seeds, T=500, gp_draw and linear_gob (~30 s)."""
   wd = tmp_path_factory.mktemp('lkgp_default')
-  return EXPERIMENT.execute(lk_config.get_config(), wd)
+  return EXPERIMENT.execute(lk_config.get_config(), wd), wd
 
 
-@pytest.mark.slow
 def test_default_config_ucb_and_ts_claims(default_run):
-  ucb, ts = default_run['claims'][:2]
+  """LK-GP-UCB beats independent, pooled GP-UCB and GOB.Lin in >= 4/5 seeds
+  and is >= 15% below pooled; LK-GP-TS beats independent and pooled GP-UCB
+  in >= 4/5 seeds (measured: 137.5 vs 252.4 / 279.5 / 338.4; TS 172.0)."""
+  summary, wd = default_run
+  ucb, ts = summary['claims'][:2]
   assert ucb['holds'], ucb
   assert ts['holds'], ts
+  m = {k: v['mean'] for k, v in summary['metrics'].items()}
+  assert m['cumulative_regret/lk_gp_ucb'] < 0.85 * m[
+      'cumulative_regret/pooled_gp_ucb']
+  assert (wd / 'plots' / 'cumulative_regret_gp_draw.png').exists()
+  assert (wd / 'plots' / 'cumulative_regret_linear_gob.png').exists()
 
 
-@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    'Does not reproduce at our scale: on linear_gob rewards (T=500, 5 seeds) '
-    'LK-GP-UCB with an RBF base kernel (l=1) has 2.13x the cumulative regret '
-    'of GOB.Lin (96.0 vs 45.0); l=2 gives 1.46x. GOB.Lin is the '
-    'well-specified model there.'))
+    'Does not reproduce at our scale: on linear_gob rewards (default config, '
+    'T=500, 5 seeds) LK-GP-UCB with an RBF base kernel (l=1) has 2.13x the '
+    'cumulative regret of GOB.Lin (96.0 vs 45.0); l=2 or 4 gives 1.46x, '
+    'rho=1 2.26x, and the easy level (10 arms, T=1000) 2.05x (69.7 vs '
+    '34.0). GOB.Lin is the well-specified model there.'))
 def test_default_config_linear_gob_claim(default_run):
-  (lin,) = [c for c in default_run['claims'] if '[linear_gob]' in c['claim']]
+  summary, _ = default_run
+  (lin,) = [c for c in summary['claims'] if '[linear_gob]' in c['claim']]
   assert lin['holds'], lin
