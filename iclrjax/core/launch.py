@@ -113,23 +113,51 @@ class Run:
   checkpointer: ckpt_lib.Checkpointer
   mesh: jax.sharding.Mesh
   quiet: bool = False
+  _phase_ckpts: dict[str, ckpt_lib.Checkpointer] = dataclasses.field(
+      default_factory=dict)
 
   @property
   def plots_dir(self) -> pathlib.Path:
     return self.workdir / 'plots'
 
   def train(self, init_fn: loop_lib.InitFn, step_fn: loop_lib.StepFn, *,
-            num_steps: int, chunk_size: int, **kwargs) -> loop_lib.TrainResult:
-    """`core.loop.train` with this run's seeds, mesh, writer, checkpoints."""
+            num_steps: int, chunk_size: int, phase: str | None = None,
+            num_seeds: int | None = None, **kwargs) -> loop_lib.TrainResult:
+    """`core.loop.train` with this run's seeds, mesh, writer, checkpoints.
+
+    Experiments that train several things (one per algorithm, say) call it
+    once per `phase`: each phase checkpoints under checkpoints/<phase>/ and
+    logs "<phase>/<metric>", so a resumed run skips finished phases and
+    continues the interrupted one. `num_seeds` defaults to the config's; a
+    sweep passes its flattened (points x seeds) size with `seed_ids` and
+    `init_args` (see `core.loop.train`).
+    """
     kwargs.setdefault('checkpoint_every',
                       self.config.get('checkpoint_every', 1))
-    kwargs.setdefault('desc', self.name)
+    kwargs.setdefault('desc', f'{self.name}/{phase}' if phase else self.name)
     kwargs.setdefault('progress', None if not self.quiet else False)
+    n = num_seeds or self.config.num_seeds
+    mesh = self.mesh if n == self.config.num_seeds else (
+        distributed.make_mesh(n))
     return loop_lib.train(
-        init_fn, step_fn, seed=self.config.seed,
-        num_seeds=self.config.num_seeds, num_steps=num_steps,
-        chunk_size=chunk_size, mesh=self.mesh, writer=self.writer,
-        checkpointer=self.checkpointer, **kwargs)
+        init_fn, step_fn, seed=self.config.seed, num_seeds=n,
+        num_steps=num_steps, chunk_size=chunk_size, mesh=mesh,
+        writer=self.writer, checkpointer=self.phase_checkpointer(phase),
+        phase=phase, **kwargs)
+
+  def phase_checkpointer(self, phase: str | None) -> ckpt_lib.Checkpointer:
+    if phase is None:
+      return self.checkpointer
+    if phase not in self._phase_ckpts:
+      self._phase_ckpts[phase] = ckpt_lib.Checkpointer(
+          self.workdir / 'checkpoints' / phase,
+          max_to_keep=self.config.get('keep_checkpoints', 3))
+    return self._phase_ckpts[phase]
+
+  def close(self) -> None:
+    for c in [self.checkpointer, *self._phase_ckpts.values()]:
+      c.close()
+    self.writer.close()
 
   def rows(self) -> list[dict[str, Any]]:
     """metrics.jsonl rows written so far."""
@@ -252,8 +280,7 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
   try:
     result = run_fn(run)
   finally:
-    checkpointer.close()
-    writer.close()
+    run.close()
   wall_s = time.perf_counter() - t0
 
   summary = {
@@ -274,7 +301,7 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
   summary.update(result.extra)
   if main_proc:
     rows = log_lib.read_metrics(wd)
-    keys = sorted({k for r in rows for k in r if k != 'step'})
+    keys = sorted({k for r in rows for k in r if k not in ('step', 'phase')})
     if not list((wd / 'plots').glob('*.png')):  # unless the run drew its own
       for key in keys[:32]:
         log_lib.plot_curves(rows, [key], wd / 'plots' / f'{_safe_name(key)}.png',

@@ -91,27 +91,31 @@ class MetricWriter:
   def path(self) -> pathlib.Path:
     return self.workdir / METRICS_FILE
 
-  def truncate(self, last_step: int) -> None:
-    """Drops rows after `last_step` (they came after the restored checkpoint).
+  def truncate(self, last_step: int, phase: str | None = None) -> None:
+    """Drops rows of `phase` after `last_step` (logged after the checkpoint).
 
     A run killed after logging step N but before checkpointing it would
     otherwise log N twice on resume; truncating keeps the file identical to
-    an uninterrupted run's.
+    an uninterrupted run's. Rows of other phases are kept.
     """
     if not self.enabled or not self.path.exists():
       return
-    rows = [r for r in read_metrics(self.workdir) if r['step'] <= last_step]
+    rows = [r for r in read_metrics(self.workdir)
+            if r['step'] <= last_step or r.get('phase') != phase]
     tmp = self.path.with_suffix('.jsonl.tmp')
     with tmp.open('w') as f:
       for r in rows:
         f.write(json.dumps(r) + '\n')
     os.replace(tmp, self.path)
 
-  def write(self, step: int, metrics: Mapping[str, Any]) -> None:
+  def write(self, step: int, metrics: Mapping[str, Any],
+            phase: str | None = None) -> None:
     """Writes one row; each value is a scalar or an array over seeds."""
     if not self.enabled:
       return
     row = {'step': int(step)}
+    if phase is not None:
+      row['phase'] = phase
     row.update({k: _jsonable(v) for k, v in metrics.items()})
     with self.path.open('a') as f:
       f.write(json.dumps(row) + '\n')
@@ -122,10 +126,12 @@ class MetricWriter:
           self._tb.add_scalar(k, float(np.mean(a)), int(step))
 
   def write_rows(self, steps: Iterable[int],
-                 metrics: Mapping[str, np.ndarray]) -> None:
+                 metrics: Mapping[str, np.ndarray],
+                 phase: str | None = None) -> None:
     """Writes rows for `steps` from arrays shaped [num_seeds, len(steps)]."""
     for j, step in enumerate(steps):
-      self.write(step, {k: np.asarray(v)[:, j] for k, v in metrics.items()})
+      self.write(step, {k: np.asarray(v)[:, j] for k, v in metrics.items()},
+                 phase=phase)
 
   def write_text(self, tag: str, text: str) -> None:
     if self.enabled and self._tb is not None:

@@ -22,10 +22,11 @@ run, so seed i gives the same numbers alone or vmapped with others.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 import dataclasses
 import os
 import signal
+import time
 from typing import Any
 
 from absl import logging
@@ -61,20 +62,24 @@ def seed_keys(seed: int, num_seeds: int, first: int = 0) -> jax.Array:
 
 
 def init_states(init_fn: InitFn, keys: jax.Array,
-                mesh: jax.sharding.Mesh | None = None) -> PyTree:
-  """`vmap(init_fn)(keys)`, created directly in its seed sharding."""
+                mesh: jax.sharding.Mesh | None = None,
+                init_args: PyTree | None = None) -> PyTree:
+  """`vmap(init_fn)(keys[, init_args])`, created in its seed sharding."""
+  args = (keys,) if init_args is None else (keys, init_args)
   vinit = jax.vmap(init_fn)
   if mesh is None:
-    return jax.jit(vinit)(keys)
+    return jax.jit(vinit)(*args)
   sharding = distributed.seed_sharding(mesh)
-  keys = jax.device_put(keys, sharding)
-  return jax.jit(vinit, out_shardings=sharding)(keys)
+  args = jax.device_put(args, sharding)
+  return jax.jit(vinit, out_shardings=sharding)(*args)
 
 
 def abstract_states(init_fn: InitFn, keys: jax.Array,
-                    mesh: jax.sharding.Mesh | None = None) -> PyTree:
+                    mesh: jax.sharding.Mesh | None = None,
+                    init_args: PyTree | None = None) -> PyTree:
   """Shapes/dtypes (and shardings) of `init_states` without computing it."""
-  shapes = jax.eval_shape(jax.vmap(init_fn), keys)
+  args = (keys,) if init_args is None else (keys, init_args)
+  shapes = jax.eval_shape(jax.vmap(init_fn), *args)
   if mesh is None:
     return shapes
   sharding = distributed.seed_sharding(mesh)
@@ -149,10 +154,15 @@ class TrainResult:
   state: PyTree          # final states, leading seed axis
   num_steps: int
   resumed_from: int | None  # step restored from a checkpoint, or None
+  # Steps per second over the chunks after the first (which compiles);
+  # None when fewer than two chunks ran in this process.
+  steps_per_s: float | None = None
 
 
 def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
           num_steps: int, chunk_size: int, first_seed: int = 0,
+          seed_ids: Sequence[int] | None = None,
+          init_args: PyTree | None = None, phase: str | None = None,
           mesh: jax.sharding.Mesh | None = None,
           writer: log_lib.MetricWriter | None = None,
           checkpointer: ckpt_lib.Checkpointer | None = None,
@@ -168,6 +178,15 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
     num_seeds: size of the vmapped seed axis.
     first_seed: run seeds first_seed .. first_seed + num_seeds - 1 (to rerun
       one seed of a sweep alone).
+    seed_ids: explicit seed index of every row of the vmapped axis (length
+      num_seeds), e.g. [0, 1, 0, 1] for 2 sweep points x 2 seeds, so every
+      sweep point sees the same seeds (common random numbers).
+    init_args: per-row arguments (pytree, leading axis num_seeds), passed as
+      init_fn(key, args): the hyperparameters of a sweep point, stored in the
+      state so that `step_fn` reads them from there.
+    phase: a name for this training run when an experiment runs several
+      (e.g. one per algorithm): metric keys become "<phase>/<key>" and rows
+      carry {"phase": phase}, so resuming one phase leaves the others' rows.
     num_steps: total steps.
     chunk_size: steps per compiled `scan` call (Python regains control, logs
       and maybe checkpoints after each).
@@ -184,23 +203,34 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
     desc: progress label.
     postfix_keys: metrics shown (seed mean) beside the progress bar.
   """
-  run_seeds = max(num_seeds, MIN_SEED_BATCH)
-  keys = seed_keys(seed, run_seeds, first=first_seed)
+  ids = np.asarray(seed_ids if seed_ids is not None else
+                   np.arange(first_seed, first_seed + num_seeds), np.uint32)
+  if len(ids) != num_seeds:
+    raise ValueError(f'seed_ids has {len(ids)} entries, num_seeds={num_seeds}')
+  if num_seeds < MIN_SEED_BATCH:  # pad with an extra, discarded row
+    pad = MIN_SEED_BATCH - num_seeds
+    ids = np.concatenate([ids, ids.max() + 1 + np.arange(pad, dtype=np.uint32)])
+    if init_args is not None:
+      init_args = jax.tree.map(
+          lambda x: jnp.concatenate([x, jnp.repeat(x[:1], pad, 0)]), init_args)
+  base = jax.random.PRNGKey(seed)
+  keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.asarray(ids))
   start, resumed_from, state = 0, None, None
   if checkpointer is not None and checkpointer.latest_step() is not None:
-    abstract = abstract_states(init_fn, keys, mesh)
+    abstract = abstract_states(init_fn, keys, mesh, init_args)
     state, meta = checkpointer.restore(abstract)
     start = resumed_from = int(meta['step'])
     if writer is not None:
-      writer.truncate(start)
+      writer.truncate(start, phase=phase)
     logging.info('Resuming %s from step %d of %d', desc, start, num_steps)
   if state is None:
-    state = init_states(init_fn, keys, mesh)
+    state = init_states(init_fn, keys, mesh, init_args)
+  prefix = f'{phase}/' if phase else ''
 
   log_every = log_every or chunk_size
   bar = log_lib.Progress(num_steps, start, desc=desc,
                          quiet=None if progress is None else not progress)
-  n_chunks = 0
+  n_chunks, steady = 0, None  # steady: (time, step) after the first chunk
   try:
     for chunk in chunks(step_fn, state, start_step=start, num_steps=num_steps,
                         chunk_size=chunk_size, mesh=mesh):
@@ -211,7 +241,8 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
       keep = (done % log_every == 0) | (done == num_steps)
       if writer is not None and keep.any():
         writer.write_rows(done[keep].tolist(),
-                          {k: v[:, keep] for k, v in metrics.items()})
+                          {prefix + k: v[:, keep] for k, v in metrics.items()},
+                          phase=phase)
       _maybe_fault(chunk.end)
       final = chunk.end >= num_steps
       if checkpointer is not None and (final or (
@@ -221,13 +252,19 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
           k: float(np.mean(metrics[k][:, -1])) for k in postfix_keys
           if k in metrics
       })
+      if n_chunks == 1:
+        steady = (time.perf_counter(), chunk.end)
+      last_end = chunk.end
   finally:
     bar.close()
     if checkpointer is not None:
       checkpointer.wait()
     if writer is not None:
       writer.flush()
-  if run_seeds != num_seeds:
+  steps_per_s = None
+  if n_chunks >= 2:
+    steps_per_s = (last_end - steady[1]) / (time.perf_counter() - steady[0])
+  if len(ids) != num_seeds:
     state = jax.tree.map(lambda x: x[:num_seeds], state)
   return TrainResult(state=state, num_steps=num_steps,
-                     resumed_from=resumed_from)
+                     resumed_from=resumed_from, steps_per_s=steps_per_s)

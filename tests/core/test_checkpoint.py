@@ -129,3 +129,43 @@ def test_sigkill_and_restart_gives_identical_summary(tmp_path):
   assert a['metrics'] == b['metrics']
   assert a['claims'] == b['claims']
   assert log_lib.read_metrics(tmp_path / 'clean') == log_lib.read_metrics(wd)
+
+
+def test_phases_resume_independently(tmp_path):
+  """Two phases share metrics.jsonl; resuming one keeps the other's rows."""
+
+  def init(key, scale):
+    return {'x': jnp.zeros(()), 'scale': scale, 'key': key}
+
+  def step(s, t):
+    x = s['x'] + s['scale'] * jax.random.uniform(
+        jax.random.fold_in(s['key'], t))
+    return {**s, 'x': x}, {'x': x}
+
+  w = log_lib.MetricWriter(tmp_path, tensorboard=False)
+  cks = {p: ckpt_lib.Checkpointer(tmp_path / p, async_save=False)
+         for p in ('a', 'b')}
+  kw = dict(seed=0, num_seeds=4, chunk_size=5, progress=False, writer=w,
+            seed_ids=[0, 1, 0, 1],
+            init_args=jnp.array([1.0, 1.0, 10.0, 10.0]))
+  a = loop.train(init, step, num_steps=20, phase='a', checkpointer=cks['a'],
+                 **kw)
+  loop.train(init, step, num_steps=10, phase='b', checkpointer=cks['b'], **kw)
+  b = loop.train(init, step, num_steps=20, phase='b', checkpointer=cks['b'],
+                 **kw)
+  # Sweep points share seeds: point 2 is point 1 scaled by 10.
+  np.testing.assert_allclose(a.state['x'][2:], 10 * a.state['x'][:2],
+                             rtol=1e-6)
+  np.testing.assert_array_equal(a.state['x'], b.state['x'])
+  rows = log_lib.read_metrics(tmp_path)
+  assert [(r['phase'], r['step']) for r in rows] == (
+      [('a', s) for s in (5, 10, 15, 20)] + [('b', s) for s in (5, 10)] +
+      [('b', s) for s in (15, 20)])
+  assert {k for r in rows for k in r} == {'step', 'phase', 'a/x', 'b/x'}
+  # Truncating phase b to step 10 leaves phase a alone.
+  w.truncate(10, phase='b')
+  rows = log_lib.read_metrics(tmp_path)
+  assert sum(r['phase'] == 'a' for r in rows) == 4
+  assert max(r['step'] for r in rows if r['phase'] == 'b') == 10
+  for c in cks.values():
+    c.close()
