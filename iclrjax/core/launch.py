@@ -139,6 +139,11 @@ class Run:
     n = num_seeds or self.config.num_seeds
     mesh = self.mesh if n == self.config.num_seeds else (
         distributed.make_mesh(n))
+    if mesh.devices.size == 1:
+      # One device: nothing to shard. jaxlib 0.10.2's CPU client sometimes
+      # never finishes a sharding-annotated program with nested scans (seen
+      # with PPO; rare), so single-device runs use plain jit.
+      mesh = None
     return loop_lib.train(
         init_fn, step_fn, seed=self.config.seed, num_seeds=n,
         num_steps=num_steps, chunk_size=chunk_size, mesh=mesh,

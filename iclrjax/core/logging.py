@@ -216,12 +216,11 @@ def curves(rows: Sequence[Mapping[str, Any]],
   return np.asarray(steps), np.stack(vals)
 
 
-def plot_curves(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
+def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
                 path: str | os.PathLike, *, title: str = '',
-                xlabel: str = 'step', ylabel: str | None = None,
-                labels: Sequence[str] | None = None,
+                xlabel: str = 'step', ylabel: str = 'value',
                 logy: bool = False) -> pathlib.Path:
-  """Plots mean and 95% CI band over seeds of `keys` into one PNG."""
+  """Plots (label, x [T], values [T, n]) series: mean and 95% band over n."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -229,26 +228,24 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
   path = pathlib.Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
   fig, ax = plt.subplots(figsize=(6, 4))
-  for i, key in enumerate(keys):
-    steps, vals = curves(rows, key)
+  for label, steps, vals in series:
     if not len(steps):
       continue
-    mean = vals.mean(axis=1)
+    mean = np.nanmean(vals, axis=1)
     n = vals.shape[1]
     if n > 1:
-      sem = vals.std(axis=1, ddof=1) / math.sqrt(n)
+      sem = np.nanstd(vals, axis=1, ddof=1) / math.sqrt(n)
       half = scipy.stats.t.ppf(0.975, n - 1) * sem
     else:
       half = np.zeros_like(mean)
     lo = mean - half
     if logy:  # a t-band can cross zero; on a log axis stop it at the data
-      lo = np.maximum(lo, vals.min(axis=1))
-    label = labels[i] if labels else key
+      lo = np.maximum(lo, np.nanmin(vals, axis=1))
     (line,) = ax.plot(steps, mean, label=f'{label} (n={n})')
     ax.fill_between(steps, lo, mean + half, alpha=0.25,
                     color=line.get_color(), linewidth=0)
   ax.set_xlabel(xlabel)
-  ax.set_ylabel(ylabel or (keys[0] if len(keys) == 1 else 'value'))
+  ax.set_ylabel(ylabel)
   if logy:
     ax.set_yscale('log')
   if title:
@@ -259,3 +256,18 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
   fig.savefig(path, dpi=120)
   plt.close(fig)
   return path
+
+
+def plot_curves(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
+                path: str | os.PathLike, *, title: str = '',
+                xlabel: str = 'step', ylabel: str | None = None,
+                labels: Sequence[str] | None = None,
+                logy: bool = False) -> pathlib.Path:
+  """Plots mean and 95% CI band over seeds of `keys` into one PNG."""
+  series = []
+  for i, key in enumerate(keys):
+    steps, vals = curves(rows, key)
+    series.append((labels[i] if labels else key, steps, vals))
+  return plot_series(series, path, title=title, xlabel=xlabel,
+                     ylabel=ylabel or (keys[0] if len(keys) == 1 else 'value'),
+                     logy=logy)

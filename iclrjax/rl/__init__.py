@@ -1,0 +1,1 @@
+"""Reinforcement-learning components."""

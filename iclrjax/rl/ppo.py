@@ -1,0 +1,207 @@
+"""Clip-PPO with GAE: the project's PPO core (Schulman et al. 2017).
+
+One `step` of `make_ppo` is one PPO iteration: a rollout of
+`num_envs x num_steps` transitions, GAE advantages (bootstrapped from the
+state reached at a time-limit cut, see `rl.rollout`), then `num_epochs`
+passes of `num_minibatches` clipped-surrogate updates:
+
+  L = -E[min(rho A, clip(rho, 1-eps, 1+eps) A)] + c_v E[(V - V_targ)^2]
+      - c_e E[H(pi)],     rho = pi(a|s) / pi_old(a|s).
+
+The whole iteration is pure and scan-compiled; `core.loop` scans over
+iterations, vmaps over seeds, and sweeps hyperparameters as a vmap axis:
+`learning_rate`, `ent_coef` and `clip_eps` live in the state (`hparams`), so
+`init(key, hparams)` with a batch of hparams trains one agent per point.
+Discrete (categorical) and continuous (tanh-Gaussian) action spaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+
+from iclrjax.core import config as cfg_lib
+from iclrjax.rl import distributions as dist
+from iclrjax.rl import envs as envs_lib
+from iclrjax.rl import networks
+from iclrjax.rl import rollout as ro
+
+SWEEPABLE = ('learning_rate', 'ent_coef', 'clip_eps')
+
+
+def config_schema(prefix: str = 'ppo.') -> dict[str, cfg_lib.Spec]:
+  """Fields of a PPO config section (nested under `prefix`)."""
+  pos, nonneg = cfg_lib.Float(min=0.0, min_inclusive=False), cfg_lib.Float(
+      min=0.0)
+  fields = {
+      'num_envs': cfg_lib.Int(min=1),
+      'num_steps': cfg_lib.Int(min=1, help='rollout length per env'),
+      'num_epochs': cfg_lib.Int(min=1),
+      'num_minibatches': cfg_lib.Int(min=1),
+      'gamma': cfg_lib.Float(min=0.0, max=1.0),
+      'gae_lambda': cfg_lib.Float(min=0.0, max=1.0),
+      'clip_eps': pos,
+      'ent_coef': nonneg,
+      'vf_coef': nonneg,
+      'max_grad_norm': cfg_lib.Float(min=0.0, min_inclusive=False,
+                                     nullable=True),
+      'learning_rate': pos,
+      'anneal_lr': cfg_lib.Bool(),
+      'hidden': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1),
+      'activation': cfg_lib.Choice(*networks.ACTIVATIONS),
+      'normalize_obs': cfg_lib.Bool(),
+      'normalize_adv': cfg_lib.Bool(),
+      'shuffle': cfg_lib.Bool(),
+  }
+  return {prefix + k: v for k, v in fields.items()}
+
+
+def check_config(c: ml_collections.ConfigDict, prefix: str = 'ppo.') -> None:
+  batch = c.num_envs * c.num_steps
+  cfg_lib.check(batch % c.num_minibatches == 0, prefix + 'num_minibatches',
+                c.num_minibatches,
+                f'must divide num_envs * num_steps = {batch}')
+
+
+class PPOState(NamedTuple):
+  params: Any
+  opt_state: Any
+  env_state: Any
+  obs: jax.Array          # [E, ...] current observations (raw)
+  norm: ro.RunningNorm
+  stats: ro.EpisodeStats
+  key: jax.Array
+  hparams: dict[str, jax.Array]
+  solved_at: jax.Array    # env steps when the rolling return first passed
+                          # the threshold (-1: not yet)
+
+
+def default_hparams(c: ml_collections.ConfigDict) -> dict[str, jax.Array]:
+  return {k: jnp.asarray(c[k], jnp.float32) for k in SWEEPABLE}
+
+
+def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
+             num_updates: int, return_window: int = 10,
+             solve_threshold: float | None = None):
+  """Returns (init(key, hparams) -> PPOState, step(state, t) -> (state, m))."""
+  spec = env.spec
+  net = networks.ActorCritic(spec.num_actions, spec.discrete,
+                             tuple(c.hidden), c.activation)
+  batch_size = c.num_envs * c.num_steps
+
+  def make_tx(learning_rate):
+    clip = (optax.clip_by_global_norm(c.max_grad_norm)
+            if c.max_grad_norm else optax.identity())
+    return optax.chain(clip, optax.adam(learning_rate, eps=1e-5))
+
+  tx = optax.inject_hyperparams(make_tx)(learning_rate=c.learning_rate)
+
+  def to_env_action(u):
+    if spec.discrete:
+      return u
+    lo, hi = spec.action_low, spec.action_high
+    return lo + (jnp.tanh(u) + 1.0) * 0.5 * (hi - lo)
+
+  def policy(params, obs, key):
+    out, value = net.apply(params, obs)
+    if spec.discrete:
+      a = dist.categorical_sample(key, out)
+      return a, a, dist.categorical_log_prob(out, a), value, None
+    mean, log_std = out
+    u = dist.tanh_gaussian_sample(key, mean, log_std)
+    return (to_env_action(u), u, dist.tanh_gaussian_log_prob(u, mean, log_std),
+            value, None)
+
+  def log_prob_entropy(out, action):
+    if spec.discrete:
+      return dist.categorical_log_prob(out, action), dist.categorical_entropy(
+          out)
+    mean, log_std = out
+    return (dist.tanh_gaussian_log_prob(action, mean, log_std),
+            dist.tanh_gaussian_entropy(action, log_std))
+
+  def init(key: jax.Array, hparams: Mapping[str, jax.Array] | None = None
+           ) -> PPOState:
+    hparams = dict(hparams) if hparams is not None else default_hparams(c)
+    k_net, k_env, k_run = jax.random.split(key, 3)
+    obs, env_state = jax.vmap(env.reset)(jax.random.split(k_env, c.num_envs))
+    params = net.init(k_net, obs[0])
+    opt_state = tx.init(params)
+    opt_state.hyperparams['learning_rate'] = hparams['learning_rate']
+    return PPOState(params, opt_state, env_state, obs,
+                    ro.RunningNorm.create(obs.shape[1:]),
+                    ro.EpisodeStats.create(c.num_envs, return_window), k_run,
+                    hparams, jnp.int32(-1))
+
+  def loss_fn(params, mb, hp):
+    out, value = net.apply(params, mb['obs'])
+    logp, entropy = log_prob_entropy(out, mb['action'])
+    ratio = jnp.exp(logp - mb['log_prob'])
+    adv = mb['adv']
+    if c.normalize_adv:
+      adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    surrogate = jnp.minimum(
+        ratio * adv,
+        jnp.clip(ratio, 1.0 - hp['clip_eps'], 1.0 + hp['clip_eps']) * adv)
+    pg_loss = -surrogate.mean()
+    v_loss = 0.5 * jnp.mean((value - mb['target'])**2)
+    ent = entropy.mean()
+    loss = pg_loss + c.vf_coef * v_loss - hp['ent_coef'] * ent
+    return loss, {'loss/policy': pg_loss, 'loss/value': v_loss,
+                  'entropy': ent,
+                  'approx_kl': jnp.mean((ratio - 1.0) - jnp.log(ratio))}
+
+  def step(state: PPOState, t: jax.Array):
+    key, k_roll, k_upd = jax.random.split(state.key, 3)
+    norm = state.norm
+    batch, env_state, obs, stats = ro.rollout(
+        env, policy, state.params, state.env_state, state.obs, state.stats,
+        norm, k_roll, c.num_steps, c.normalize_obs)
+    if c.normalize_obs:
+      norm = norm.update(obs)  # stats for the next rollout
+    _, next_value = net.apply(state.params, batch.final_obs)
+    done = batch.terminated | batch.truncated
+    adv, target = ro.gae(batch.reward, batch.value, next_value,
+                         batch.terminated.astype(jnp.float32),
+                         done.astype(jnp.float32), c.gamma, c.gae_lambda)
+    data = {'obs': batch.obs, 'action': batch.action,
+            'log_prob': batch.log_prob, 'adv': adv, 'target': target}
+    hp = state.hparams
+    lr = hp['learning_rate'] * (
+        1.0 - t.astype(jnp.float32) / num_updates if c.anneal_lr else 1.0)
+    opt_state = state.opt_state
+    opt_state.hyperparams['learning_rate'] = lr
+
+    def epoch(carry, k):
+      params, opt_state = carry
+      mbs = ro.minibatches(k if c.shuffle else None, data, c.num_minibatches)
+
+      def update(carry, mb):
+        params, opt_state = carry
+        grads, info = jax.grad(loss_fn, has_aux=True)(params, mb, hp)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), info
+
+      return jax.lax.scan(update, (params, opt_state), mbs)
+
+    (params, opt_state), info = jax.lax.scan(
+        epoch, (state.params, opt_state), jax.random.split(k_upd, c.num_epochs))
+    env_steps = (t + 1) * batch_size
+    ret = stats.rolling_mean()
+    solved_at = state.solved_at
+    if solve_threshold is not None:
+      hit = (solved_at < 0) & stats.full() & (ret >= solve_threshold)
+      solved_at = jnp.where(hit, env_steps, solved_at)
+    metrics = {k: v.mean() for k, v in info.items()}
+    metrics.update({'return': ret, 'env_steps': env_steps,
+                    'solved_at': solved_at})
+    new = PPOState(params, opt_state, env_state, obs, norm, stats, key, hp,
+                   solved_at)
+    return new, metrics
+
+  return init, step

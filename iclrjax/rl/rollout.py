@@ -1,0 +1,178 @@
+"""Shared on-policy machinery: rollouts, GAE, observation normalisation and
+episode statistics, all pure and scan-compiled.
+
+Time limits: a step that is `truncated` (time limit, not a terminal state)
+must bootstrap from the state it reached, not from the reset state. The env
+adapter (`rl.envs`) returns that state as `final_obs`, so every algorithm
+here computes next-state values on `final_obs` and only zeroes the bootstrap
+on `terminated`; the GAE trace is cut at either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from iclrjax.rl import envs as envs_lib
+
+
+class RunningNorm(NamedTuple):
+  """Running mean/variance of observations (parallel Welford update)."""
+
+  mean: jax.Array
+  var: jax.Array
+  count: jax.Array
+
+  @classmethod
+  def create(cls, shape) -> RunningNorm:
+    return cls(jnp.zeros(shape), jnp.ones(shape), jnp.asarray(1e-4))
+
+  def update(self, x_BxD: jax.Array) -> RunningNorm:
+    x = x_BxD.reshape(-1, *self.mean.shape)
+    b_mean, b_var, b_n = x.mean(0), x.var(0), x.shape[0]
+    delta, total = b_mean - self.mean, self.count + b_n
+    mean = self.mean + delta * b_n / total
+    m2 = self.var * self.count + b_var * b_n + delta**2 * self.count * b_n / total
+    return RunningNorm(mean, m2 / total, total)
+
+  def __call__(self, x: jax.Array, enabled: bool = True) -> jax.Array:
+    if not enabled:
+      return x
+    return jnp.clip((x - self.mean) / jnp.sqrt(self.var + 1e-8), -10.0, 10.0)
+
+
+class EpisodeStats(NamedTuple):
+  """Running returns per env and a ring buffer of finished episode returns."""
+
+  ep_return: jax.Array  # [E] return of the episode in progress
+  ep_length: jax.Array  # [E]
+  recent: jax.Array     # [K] last K finished returns (NaN while unfilled)
+  count: jax.Array      # () finished episodes so far
+
+  @classmethod
+  def create(cls, num_envs: int, window: int) -> EpisodeStats:
+    return cls(jnp.zeros(num_envs), jnp.zeros(num_envs, jnp.int32),
+               jnp.full((window,), jnp.nan), jnp.zeros((), jnp.int32))
+
+  def update(self, reward: jax.Array, done: jax.Array) -> EpisodeStats:
+    ret, length = self.ep_return + reward, self.ep_length + 1
+    # Push the finished returns into the ring buffer in env order.
+    K = self.recent.shape[0]
+    pos = self.count + jnp.cumsum(done) - 1
+    idx = jnp.where(done, pos % K, K)  # K: out of range, dropped
+    recent = self.recent.at[idx].set(ret, mode='drop')
+    return EpisodeStats(jnp.where(done, 0.0, ret),
+                        jnp.where(done, 0, length), recent,
+                        self.count + jnp.sum(done))
+
+  def rolling_mean(self) -> jax.Array:
+    """Mean of the last K finished returns (NaN before any finished)."""
+    return jnp.nanmean(self.recent)
+
+  def full(self) -> jax.Array:
+    return self.count >= self.recent.shape[0]
+
+
+class Batch(NamedTuple):
+  """One rollout, arrays [T, E, ...]."""
+
+  obs: jax.Array        # observation the action was taken in (normalised)
+  action: jax.Array     # env action (discrete) or pre-squash u (continuous)
+  log_prob: jax.Array
+  value: jax.Array      # V(obs) or policy output at rollout time
+  reward: jax.Array
+  terminated: jax.Array
+  truncated: jax.Array
+  final_obs: jax.Array  # state reached (normalised with the same stats)
+  extra: Any            # algorithm-specific per-step outputs (e.g. logits)
+
+
+PolicyFn = Callable[[Any, jax.Array, jax.Array],
+                    tuple[jax.Array, jax.Array, jax.Array, jax.Array, Any]]
+# policy(params, obs_E, key) -> (env_action_E, stored_action_E, log_prob_E,
+#                                value_E, extra_E)
+
+
+def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
+            env_state: Any, obs: jax.Array, stats: EpisodeStats,
+            norm: RunningNorm, key: jax.Array, num_steps: int,
+            normalize_obs: bool, active: jax.Array | None = None
+            ) -> tuple[Batch, Any, jax.Array, EpisodeStats]:
+  """`num_steps` steps of `num_envs` envs (leading axis of env_state/obs).
+
+  `active` [num_steps] (optional) turns steps into no-ops where False: the
+  env does not advance and nothing is counted, so a variable sample size
+  n(k) runs with a static shape (the inactive rows of the batch are junk
+  and must be masked by the caller).
+  """
+  num_envs = obs.shape[0]
+  step_env = jax.vmap(env.step)
+  if active is None:
+    active = jnp.ones((num_steps,), bool)
+
+  def body(carry, xs):
+    k, live = xs
+    env_state, obs, stats = carry
+    k_act, k_env = jax.random.split(k)
+    nobs = norm(obs, normalize_obs)
+    env_action, stored, logp, value, extra = policy(params, nobs, k_act)
+    new_state, out = step_env(jax.random.split(k_env, num_envs), env_state,
+                              env_action)
+    done = out.terminated | out.truncated
+    new_stats = stats.update(out.reward, done)
+    b = Batch(nobs, stored, logp, value, out.reward, out.terminated,
+              out.truncated, norm(out.final_obs, normalize_obs), extra)
+    keep = lambda new, old: jax.tree.map(
+        lambda n, o: jnp.where(live, n, o), new, old)
+    carry = keep((new_state, out.obs, new_stats), (env_state, obs, stats))
+    return carry, b
+
+  (env_state, obs, stats), batch = jax.lax.scan(
+      body, (env_state, obs, stats),
+      (jax.random.split(key, num_steps), active))
+  return batch, env_state, obs, stats
+
+
+def gae(reward_TxE: jax.Array, value_TxE: jax.Array,
+        next_value_TxE: jax.Array, terminated_TxE: jax.Array,
+        done_TxE: jax.Array, gamma: float, lam: float
+        ) -> tuple[jax.Array, jax.Array]:
+  """Generalised advantage estimation; returns (advantages, value targets).
+
+  delta_t = r_t + gamma (1 - terminated_t) V(s'_t) - V(s_t), with s'_t the
+  state reached (bootstrapped at truncation), and
+  A_t = delta_t + gamma lam (1 - done_t) A_{t+1}, the trace cut at episode
+  ends (terminated or truncated).
+  """
+  delta = (reward_TxE + gamma * (1.0 - terminated_TxE) * next_value_TxE
+           - value_TxE)
+  cont = gamma * lam * (1.0 - done_TxE)
+
+  def body(next_adv, xs):
+    d, c = xs
+    adv = d + c * next_adv
+    return adv, adv
+
+  _, adv = jax.lax.scan(body, jnp.zeros_like(delta[0]), (delta, cont),
+                        reverse=True)
+  return adv, adv + value_TxE
+
+
+def minibatches(key: jax.Array | None, tree: Any, num_minibatches: int
+                ) -> Any:
+  """Flattens [T, E, ...] leaves and splits them into [M, B/M, ...].
+
+  With a key the examples are shuffled first; without, they keep rollout
+  order (the kernel-PPO reference code does not shuffle).
+  """
+  flat = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), tree)
+  n = jax.tree.leaves(flat)[0].shape[0]
+  if key is not None:
+    perm = jax.random.permutation(key, n)
+    flat = jax.tree.map(lambda x: x[perm], flat)
+  return jax.tree.map(
+      lambda x: x.reshape(num_minibatches, n // num_minibatches, *x.shape[1:]),
+      flat)
