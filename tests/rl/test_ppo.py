@@ -1,0 +1,115 @@
+"""PPO core pieces: GAE, normalisation, episode stats, distributions."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.stats
+
+from configs import kernel_ppo as kc
+from iclrjax.core import loop
+from iclrjax.rl import distributions as dist
+from iclrjax.rl import envs
+from iclrjax.rl import ppo
+from iclrjax.rl import rollout as ro
+
+
+def _gae_reference(r, v, v_next, term, trunc, gamma, lam):
+  """Plain loop over time, per env (independent of the scan version)."""
+  T, E = r.shape
+  adv = np.zeros((T, E))
+  for e in range(E):
+    running = 0.0
+    for t in reversed(range(T)):
+      if term[t, e] or trunc[t, e]:
+        running = 0.0  # the trace stops at an episode end
+      bootstrap = 0.0 if term[t, e] else v_next[t, e]
+      delta = r[t, e] + gamma * bootstrap - v[t, e]
+      running = delta + gamma * lam * running
+      adv[t, e] = running
+  return adv
+
+
+def test_gae_matches_reference_with_truncation():
+  rng = np.random.default_rng(0)
+  T, E = 12, 3
+  r, v, v_next = (rng.normal(size=(T, E)) for _ in range(3))
+  term = rng.uniform(size=(T, E)) < 0.15
+  trunc = (rng.uniform(size=(T, E)) < 0.15) & ~term
+  adv, target = ro.gae(jnp.asarray(r), jnp.asarray(v), jnp.asarray(v_next),
+                       jnp.asarray(term, jnp.float32),
+                       jnp.asarray(term | trunc, jnp.float32), 0.99, 0.9)
+  want = _gae_reference(r, v, v_next, term, trunc, 0.99, 0.9)
+  np.testing.assert_allclose(adv, want, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(target, want + v, rtol=1e-5, atol=1e-5)
+  # A truncated step bootstraps from V(final_obs); a terminated one does not.
+  t, e = np.argwhere(trunc)[0]
+  assert abs(want[t, e] - (r[t, e] + 0.99 * v_next[t, e] - v[t, e])) < 1e-12
+
+
+def test_running_norm_matches_numpy():
+  rng = np.random.default_rng(1)
+  chunks = [rng.normal(3.0, 2.0, size=(50, 4)) for _ in range(5)]
+  norm = ro.RunningNorm.create((4,))
+  for c in chunks:
+    norm = norm.update(jnp.asarray(c))
+  data = np.concatenate(chunks)
+  np.testing.assert_allclose(norm.mean, data.mean(0), rtol=1e-4)
+  np.testing.assert_allclose(norm.var, data.var(0), rtol=1e-3)
+
+
+def test_episode_stats_ring_buffer():
+  s = ro.EpisodeStats.create(num_envs=2, window=3)
+  s = s.update(jnp.array([1.0, 2.0]), jnp.array([False, False]))
+  s = s.update(jnp.array([1.0, 2.0]), jnp.array([True, False]))
+  assert float(s.rolling_mean()) == 2.0 and int(s.count) == 1
+  s = s.update(jnp.array([5.0, 2.0]), jnp.array([True, True]))
+  assert sorted(np.asarray(s.recent).tolist()) == [2.0, 5.0, 6.0]
+  s = s.update(jnp.array([7.0, 1.0]), jnp.array([True, False]))
+  assert int(s.count) == 4 and bool(s.full())
+  assert sorted(np.asarray(s.recent).tolist()) == [5.0, 6.0, 7.0]
+
+
+def test_tanh_gaussian_density_change_of_variables():
+  u = jnp.array([[0.3, -1.2], [2.0, 0.1]])
+  mean, log_std = jnp.array([0.1, -0.5]), jnp.array([-0.3, 0.2])
+  lp = dist.tanh_gaussian_log_prob(u, mean, log_std)
+  want = (scipy.stats.norm.logpdf(u, mean, np.exp(log_std))
+          - np.log(1 - np.tanh(u)**2)).sum(-1)
+  np.testing.assert_allclose(lp, want, rtol=1e-5)
+  logits = jnp.array([0.2, -1.0, 0.5])
+  p = np.exp(logits) / np.exp(logits).sum()
+  np.testing.assert_allclose(dist.categorical_entropy(logits),
+                             -(p * np.log(p)).sum(), rtol=1e-6)
+
+
+def test_rollout_inactive_steps_do_not_advance():
+  env = envs.make('CartPole-v1')
+  obs, st = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 2))
+  policy = lambda p, o, k: (jnp.zeros(o.shape[0], jnp.int32),) * 2 + (
+      jnp.zeros(o.shape[0]),) * 2 + (None,)
+  stats = ro.EpisodeStats.create(2, 5)
+  active = jnp.arange(6) < 3
+  _, st_a, obs_a, stats_a = ro.rollout(env, policy, None, st, obs, stats,
+                                       ro.RunningNorm.create(obs.shape[1:]),
+                                       jax.random.PRNGKey(1), 6, False,
+                                       active=active)
+  _, st_b, obs_b, _ = ro.rollout(env, policy, None, st, obs, stats,
+                                 ro.RunningNorm.create(obs.shape[1:]),
+                                 jax.random.PRNGKey(1), 3, False)
+  np.testing.assert_allclose(obs_a, obs_b)
+  np.testing.assert_array_equal(stats_a.ep_length, [3, 3])
+
+
+@pytest.mark.parametrize('name', ['Pendulum-v1', 'Acrobot-v1'])
+def test_ppo_runs_on_continuous_and_discrete(name):
+  c = kc.get_config('smoke').ppo
+  c.num_envs, c.num_steps = 4, 16
+  env = envs.make(name)
+  init, step = ppo.make_ppo(env, c, num_updates=3)
+  state = loop.init_states(lambda k: init(k), loop.seed_keys(0, 2))
+  f = loop.chunk_fn(step, 3)
+  state, m = f(state, jnp.int32(0))
+  for k in ('loss/policy', 'loss/value', 'entropy', 'approx_kl'):
+    assert np.all(np.isfinite(np.asarray(m[k]))), k
+  assert int(np.asarray(m['env_steps'])[0, -1]) == 3 * 4 * 16
