@@ -587,18 +587,22 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray],
   budget = dict(zip(cfg.envs, cfg.env_steps))
   if s05 is not None:
     n = int(s05.sum())
-    text = (f'CartPole: {n}/{S} seeds reach a rolling mean >= '
-            f'{cfg.solve_threshold:g} within {budget["CartPole-v1"]} steps '
-            f'(final mean {get("final_return/cartpole/npg_p0.5").mean():.1f})')
-    holds = n >= need8
-    if acro is not None:
-      text += (f'; Acrobot final mean return {acro.mean():.1f} within '
-               f'{budget["Acrobot-v1"]} steps')
-      holds = holds and acro.mean() >= -100
     claims.append(launch.Claim(
-        claim=('Delta_k = k^-0.5 converges: >= 80% of seeds solve CartPole '
-               'and the final Acrobot mean return is >= -100.'),
-        holds=bool(holds), evidence=text))
+        claim=('Delta_k = k^-0.5 converges on CartPole: >= 80% of seeds reach '
+               'a rolling mean return >= 475.'),
+        holds=bool(n >= need8),
+        evidence=(f'{n}/{S} seeds reach a rolling mean >= '
+                  f'{cfg.solve_threshold:g} within {budget["CartPole-v1"]} '
+                  'steps (final mean '
+                  f'{get("final_return/cartpole/npg_p0.5").mean():.1f})')))
+  if acro is not None:
+    claims.append(launch.Claim(
+        claim=('Delta_k = k^-0.5 converges on Acrobot: final mean return '
+               '>= -100.'),
+        holds=bool(acro.mean() >= -100),
+        evidence=(f'final mean return {acro.mean():.1f} within '
+                  f'{budget["Acrobot-v1"]} steps (per seed '
+                  f'{[round(float(x), 1) for x in acro]})')))
   if s15 is not None:
     claims.append(launch.Claim(
         claim='Delta_k = k^-1.5 stalls: final CartPole mean return < 200.',

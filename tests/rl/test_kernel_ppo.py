@@ -129,14 +129,32 @@ def default_run(tmp_path_factory):
                             tmp_path_factory.mktemp('kppo_default'))
 
 
+def _claims(run):
+  return {c['claim'].split(':')[0]: c for c in run['claims']}
+
+
 @pytest.mark.slow
 def test_default_config_claims(default_run):
   """The issue's claims at the default config (10 seeds, 500k/300k steps)."""
-  by = {c['claim'].split(':')[0]: c for c in default_run['claims']}
-  assert by['Delta_k = k^-0.5 converges']['holds'], by
+  by = _claims(default_run)
+  assert by['Delta_k = k^-0.5 converges on CartPole']['holds'], by
   assert by['Delta_k = k^-1.5 stalls']['holds'], by
   assert by['Our clip-PPO baseline solves CartPole in >= 90% of seeds '
             'within the budget.']['holds'], by
   # k^-0.2 vs k^-0.5 is reported with numbers, not gated.
   rep = [c for c in default_run['claims'] if 'k^-0.2' in c['claim']]
   assert rep and 'k^-0.2' in rep[0]['evidence']
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'Does not reproduce at our scale: on Acrobot-v1 (300k steps, 10 seeds) '
+    'the network form stays at -500 for every schedule (p=0.2, 0.5, 1.5: no '
+    'episode reaches the goal); a uniform-random policy reaches it in about '
+    '1 of 80 episodes of 500 steps, and the KL-proximal softmax-of-Q policy '
+    'does not find it. The reference code\'s pi(.|s) target with truncation '
+    'as termination gives -500 too (3 seeds), while our clip-PPO reaches '
+    '-85 on the same budget.'))
+def test_default_config_acrobot_claim(default_run):
+  assert _claims(default_run)[
+      'Delta_k = k^-0.5 converges on Acrobot']['holds']
