@@ -562,8 +562,8 @@ def run(r) -> Any:
 
   for tag, ser in series.items():
     log_lib.plot_series(ser, r.plots_dir / f'return_{tag}.png',
-                        title=f'{tag}: rolling return ({cfg.return_window} '
-                        'episodes), mean and 95% band over seeds',
+                        title=f'{tag}: return (rolling {cfg.return_window} '
+                        'episodes), 95% band',
                         xlabel='env steps', ylabel='return')
   for k, v in speed.items():
     metrics[f'env_steps_per_s/{k}'] = np.full((S,), v)
