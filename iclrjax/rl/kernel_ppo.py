@@ -573,6 +573,11 @@ def run(r) -> Any:
 
 def evaluate_claims(cfg, m: dict[str, np.ndarray],
                     speed: dict[str, float]) -> list[Any]:
+  """The issue's return claims. The throughput claim (one-step TD critic
+  >= 1.2x PPO's env-steps/s) is measured side by side, same seeds, in
+  benchmarks/ppo.py, not here: this run's phases vmap different numbers of
+  agents and share the machine with whatever else runs."""
+  del speed
   from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
   S = cfg.num_seeds
   need8, need9 = int(np.ceil(0.8 * S)), int(np.ceil(0.9 * S))
@@ -628,13 +633,4 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray],
         holds=bool(sp.sum() >= need9),
         evidence=(f'{int(sp.sum())}/{S} seeds solved; final mean return '
                   f'{get("final_return/cartpole/ppo").mean():.1f}')))
-  if 'cartpole/npg' in speed and 'cartpole/ppo' in speed:
-    ratio = speed['cartpole/npg'] / speed['cartpole/ppo']
-    claims.append(launch.Claim(
-        claim=('The one-step TD critic gives >= 1.2x the env-steps/s of '
-               'clip-PPO with GAE (same batch structure).'),
-        holds=bool(ratio >= 1.2),
-        evidence=(f'{speed["cartpole/npg"]:.0f} vs {speed["cartpole/ppo"]:.0f}'
-                  f' env-steps/s per agent (vmapped, compile excluded): '
-                  f'{ratio:.2f}x; see benchmarks/ppo.py for the breakdown')))
   return claims
