@@ -63,6 +63,11 @@ rejax 0.1.3 notes (read from its source):
 
 A plain-PyTorch PPO row is not included: torch is not installed in this
 environment (the script only reports whether it imports).
+
+Known issue (2-core CPU, jax 0.10.2, 2026-11-30): now and then an XLA:CPU
+execution never completes (main thread in block_until_ready, every worker
+idle), here and in plain `loop.init_states` loops without rejax; if a run
+stalls for minutes, rerun it.
 """
 
 from __future__ import annotations
