@@ -11,8 +11,9 @@ minibatches of 32, MLPs of 64x64.
 Table 1, throughput (env steps per second, compile excluded): `--updates`
 iterations compiled as one `core.loop.chunk_fn` call (scan over iterations,
 vmap over seeds, exactly what the launcher runs), for 1 seed and for
-`--seeds` seeds vmapped; each is compiled ahead of time, run once to warm
-up, then the median of `--repeats` runs (`block_until_ready`). Rows:
+`--seeds` seeds vmapped; each is compiled ahead of time and run once to
+warm up, then `--repeats` rounds run every variant once in turn
+(`block_until_ready`), and the median per variant is kept. Rows:
 
   PPO                   rl/ppo.py: GAE(0.95), separate actor and critic MLPs.
   PPO lambda=0          the same with gae_lambda=0: the reverse GAE scan still
@@ -64,14 +65,15 @@ rejax 0.1.3 notes (read from its source):
 A plain-PyTorch PPO row is not included: torch is not installed in this
 environment (the script only reports whether it imports).
 
-Known issue (2-core CPU, jax 0.10.2, 2026-11-30): now and then an XLA:CPU
-execution never completes (main thread in block_until_ready, every worker
-idle), here and in plain `loop.init_states` loops without rejax; if a run
-stalls for minutes, rerun it.
+Initial states are built one seed at a time (`_init_states`): with
+`loop.init_states` (vmapped init) runs hung now and then on this 2-core CPU,
+a deadlock in jaxlib 0.10.2's batched CPU QR used by the orthogonal
+initialiser (details in `_init_states`).
 """
 
 from __future__ import annotations
 
+import functools
 from importlib import metadata
 import os
 import time
@@ -156,11 +158,27 @@ def _our_agents(num_updates: int) -> dict[str, _Agent]:
   return agents
 
 
+def _init_states(agent: _Agent, keys: jax.Array) -> Any:
+  """`loop.init_states(init, keys)` computed one seed at a time.
+
+  Works around a deadlock in jaxlib 0.10.2's CPU QR kernel: a batched
+  `geqrf` (the orthogonal initialiser under `vmap`) splits its batch over the
+  2-thread intra-op pool and waits inside a pool thread (`ParallelBatchMap` ->
+  `BlockingCounter::Wait`); two such QRs running at once (the actor and critic
+  layers) wait on each other forever. With one seed per call there is no
+  batch to split. Same states up to rounding; not timed.
+  """
+  f = jax.jit(agent.init)
+  if agent.arg is None:
+    states = [f(k) for k in keys]
+  else:
+    states = [f(k, jnp.float32(agent.arg)) for k in keys]
+  return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+
 def _compile_ours(agent: _Agent, num_seeds: int, chunk: int):
   """(compiled chunk f(states, start), initial states, compile seconds)."""
-  keys = loop.seed_keys(0, num_seeds)
-  args = None if agent.arg is None else jnp.full((num_seeds,), agent.arg)
-  states = loop.init_states(agent.init, keys, init_args=args)
+  states = _init_states(agent, loop.seed_keys(0, num_seeds))
   f = loop.chunk_fn(agent.step, chunk, donate=False)
   t0 = time.perf_counter()
   if agent.no_scan:
@@ -271,44 +289,50 @@ def _rejax_status() -> str | None:
 # Timing.
 
 
-def _median_time(run, repeats: int) -> float:
-  jax.block_until_ready(run())  # warm-up (first execution)
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(run())
-    times.append(time.perf_counter() - t0)
-  return float(np.median(times))
-
-
 def _throughput(agents, rejax_ok: bool, updates: int, repeats: int,
                 seeds: int):
+  """Compiles every (variant, seed count), then times them interleaved.
+
+  Each variant is compiled and run once (warm-up and a check that it ran
+  `updates` iterations); then `repeats` rounds each run every variant once,
+  so a transient load on the machine hits all rows alike, and the median
+  over rounds is kept.
+  """
   batch = 128
-  rows: dict[str, dict[int, tuple[float, float]]] = {}
+  runs = {}      # (name, n) -> zero-argument function returning the result
+  compile_s = {}
   finals: dict[str, Any] = {}
   for name, agent in agents.items():
-    rows[name] = {}
     for n in (1, seeds):
-      f, states, compile_s = _compile_ours(agent, n, updates)
-      t = _median_time(lambda: f(states, jnp.int32(0)), repeats)
-      out_states, metrics = f(states, jnp.int32(0))
+      f, states, compile_s[name, n] = _compile_ours(agent, n, updates)
+      runs[name, n] = functools.partial(f, states, jnp.int32(0))
+      out_states, metrics = runs[name, n]()
       steps = np.asarray(metrics['env_steps'])[:, -1]
       assert (steps == updates * batch).all(), steps
-      rows[name][n] = (n * updates * batch / t, compile_s)
       if n == seeds:
         finals[name] = out_states.params
-      print(f'  timed {name:<24} seeds={n:<3} {t:7.3f} s', flush=True)
   if rejax_ok:
-    name = 'rejax PPO'
-    rows[name] = {}
     algo = _make_rejax(updates * batch, updates * batch, track=False)
     for n in (1, seeds):
-      f, states, compile_s = _compile_rejax(algo, n)
-      t = _median_time(lambda: f(states), repeats)
-      steps = np.asarray(f(states)[0].global_step)
+      f, states, compile_s['rejax PPO', n] = _compile_rejax(algo, n)
+      runs['rejax PPO', n] = functools.partial(f, states)
+      steps = np.asarray(runs['rejax PPO', n]()[0].global_step)
       assert (steps == updates * batch).all(), steps
-      rows[name][n] = (n * updates * batch / t, compile_s)
-      print(f'  timed {name:<24} seeds={n:<3} {t:7.3f} s', flush=True)
+  print(f'  compiled and warmed up {len(runs)} programs; timing {repeats} '
+        'interleaved rounds', flush=True)
+  times = {k: [] for k in runs}
+  for _ in range(repeats):
+    for k, run in runs.items():
+      t0 = time.perf_counter()
+      jax.block_until_ready(run())
+      times[k].append(time.perf_counter() - t0)
+  rows: dict[str, dict[int, tuple[float, float]]] = {}
+  for (name, n), ts in times.items():
+    t = float(np.median(ts))
+    rows.setdefault(name, {})[n] = (n * updates * batch / t,
+                                    compile_s[name, n])
+    print(f'  {name:<24} seeds={n:<3} median {t:6.3f} s  '
+          f'(min {min(ts):.3f}, max {max(ts):.3f})', flush=True)
   return rows, finals
 
 

@@ -66,7 +66,12 @@ def init_states(init_fn: InitFn, keys: jax.Array,
                 init_args: PyTree | None = None) -> PyTree:
   """`vmap(init_fn)(keys[, init_args])`, created in its seed sharding."""
   args = (keys,) if init_args is None else (keys, init_args)
-  vinit = jax.vmap(init_fn)
+  # lax.map, not vmap: a vmapped orthogonal initialiser becomes a batched
+  # LAPACK QR, which deadlocks jaxlib 0.10.2's 2-thread CPU pool now and then
+  # (each QR waits inside a pool thread for work that is never scheduled).
+  # Init runs once, so the loop costs nothing, and each seed's state no
+  # longer depends on how many seeds share the batch.
+  vinit = lambda *a: jax.lax.map(lambda x: init_fn(*x), a)
   if mesh is None:
     return jax.jit(vinit)(*args)
   sharding = distributed.seed_sharding(mesh)
