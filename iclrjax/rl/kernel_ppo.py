@@ -50,9 +50,13 @@ import numpy as np
 import optax
 
 from iclrjax.core import config as cfg_lib
+from iclrjax.core import distributed
+from iclrjax.core import launch
+from iclrjax.core import logging as log_lib
 from iclrjax.rl import distributions as dist
 from iclrjax.rl import envs as envs_lib
 from iclrjax.rl import networks
+from iclrjax.rl import ppo
 from iclrjax.rl import rollout as ro
 
 
@@ -431,7 +435,6 @@ def solved_fraction(solved_at: np.ndarray) -> float:
 
 
 def config_schema() -> dict[str, cfg_lib.Spec]:
-  from iclrjax.rl import ppo  # pylint: disable=g-import-not-at-top
   schema = {
       'envs': cfg_lib.Seq(item=cfg_lib.Choice(*ENVS), min_len=1),
       'env_steps': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1),
@@ -455,7 +458,6 @@ ENVS = ('CartPole-v1', 'Acrobot-v1')
 
 
 def check_config(cfg: ml_collections.ConfigDict) -> None:
-  from iclrjax.rl import ppo  # pylint: disable=g-import-not-at-top
   cfg_lib.check(len(cfg.env_steps) == len(cfg.envs), 'env_steps',
                 tuple(cfg.env_steps),
                 f'needs one budget per env in envs={tuple(cfg.envs)}')
@@ -477,19 +479,14 @@ def _tag(env_name: str) -> str:
 
 def _sweep_series(rows, key: str, labels: list[str], num_seeds: int,
                   env_steps_per_row: int):
-  from iclrjax.core import logging as log_lib  # pylint: disable=g-import-not-at-top
   steps, vals = log_lib.curves(rows, key)
   x = steps * env_steps_per_row
   return [(lab, x, vals[:, i * num_seeds:(i + 1) * num_seeds])
           for i, lab in enumerate(labels)]
 
 
-def run(r) -> Any:
+def run(r: launch.Run) -> launch.Result:
   """Trains every (env, schedule, seed) and the baselines; checks claims."""
-  from iclrjax.core import distributed  # pylint: disable=g-import-not-at-top
-  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
-  from iclrjax.core import logging as log_lib  # pylint: disable=g-import-not-at-top
-  from iclrjax.rl import ppo  # pylint: disable=g-import-not-at-top
 
   cfg = r.config
   S, P = cfg.num_seeds, len(cfg.powers)
@@ -568,17 +565,14 @@ def run(r) -> Any:
   for k, v in speed.items():
     metrics[f'env_steps_per_s/{k}'] = np.full((S,), v)
   return launch.Result(metrics=metrics,
-                       claims=evaluate_claims(cfg, metrics, speed))
+                       claims=evaluate_claims(cfg, metrics))
 
 
-def evaluate_claims(cfg, m: dict[str, np.ndarray],
-                    speed: dict[str, float]) -> list[Any]:
+def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
   """The issue's return claims. The throughput claim (one-step TD critic
   >= 1.2x PPO's env-steps/s) is measured side by side, same seeds, in
   benchmarks/ppo.py, not here: this run's phases vmap different numbers of
   agents and share the machine with whatever else runs."""
-  del speed
-  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
   S = cfg.num_seeds
   need8, need9 = int(np.ceil(0.8 * S)), int(np.ceil(0.9 * S))
   claims = []
