@@ -63,6 +63,7 @@ class Step(NamedTuple):
   terminated: jax.Array  # bool scalar: true terminal state (no bootstrap).
   truncated: jax.Array  # bool scalar: time limit hit and not terminated.
   final_obs: jax.Array  # Observation reached by this step, BEFORE any reset.
+  info: Any = None  # Env-specific per-step pytree (e.g. `rl.reach` episodes).
 
 
 class Env:

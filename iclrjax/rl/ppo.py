@@ -87,8 +87,13 @@ def default_hparams(c: ml_collections.ConfigDict) -> dict[str, jax.Array]:
 
 def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
              num_updates: int, return_window: int = 10,
-             solve_threshold: float | None = None):
-  """Returns (init(key, hparams) -> PPOState, step(state, t) -> (state, m))."""
+             solve_threshold: float | None = None, with_batch: bool = False):
+  """Returns (init(key, hparams) -> PPOState, step(state, t) -> (state, m)).
+
+  With `with_batch`, `step` returns `(state, metrics, batch)`: the rollout
+  (`rl.rollout.Batch`, incl. the env's `info`) for algorithms that learn
+  from it besides PPO (e.g. FGE's feasibility buffers, `rl.fge`).
+  """
   spec = env.spec
   net = networks.ActorCritic(spec.num_actions, spec.discrete,
                              tuple(c.hidden), c.activation)
@@ -202,6 +207,24 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
                     'solved_at': solved_at})
     new = PPOState(params, opt_state, env_state, obs, norm, stats, key, hp,
                    solved_at)
+    if with_batch:
+      return new, metrics, batch
     return new, metrics
 
   return init, step
+
+
+def greedy_policy(spec: envs_lib.EnvSpec, c: ml_collections.ConfigDict):
+  """act(params, norm, obs) -> the deterministic action of `make_ppo`'s actor
+  (argmax of the logits; tanh of the Gaussian mean, scaled to the bounds)."""
+  net = networks.ActorCritic(spec.num_actions, spec.discrete,
+                             tuple(c.hidden), c.activation)
+
+  def act(params, norm: ro.RunningNorm, obs: jax.Array) -> jax.Array:
+    out, _ = net.apply(params, norm(obs, c.normalize_obs))
+    if spec.discrete:
+      return jnp.argmax(out, axis=-1)
+    lo, hi = spec.action_low, spec.action_high
+    return lo + (jnp.tanh(out[0]) + 1.0) * 0.5 * (hi - lo)
+
+  return act

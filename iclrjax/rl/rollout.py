@@ -88,6 +88,7 @@ class Batch(NamedTuple):
   truncated: jax.Array
   final_obs: jax.Array  # state reached (normalised with the same stats)
   extra: Any            # algorithm-specific per-step outputs (e.g. logits)
+  info: Any = None      # the env's per-step `Step.info` (None for most envs)
 
 
 PolicyFn = Callable[[Any, jax.Array, jax.Array],
@@ -124,7 +125,8 @@ def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
     done = out.terminated | out.truncated
     new_stats = stats.update(out.reward, done)
     b = Batch(nobs, stored, logp, value, out.reward, out.terminated,
-              out.truncated, norm(out.final_obs, normalize_obs), extra)
+              out.truncated, norm(out.final_obs, normalize_obs), extra,
+              out.info)
     keep = lambda new, old: jax.tree.map(
         lambda n, o: jnp.where(live, n, o), new, old)
     carry = keep((new_state, out.obs, new_stats), (env_state, obs, stats))

@@ -1,0 +1,29 @@
+"""Parameter-robust avoid problems (the FGE tasks), by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iclrjax.rl.reach.base import ReachEnv, ReachTask  # noqa: F401
+
+TASKS = ('toylevels', 'pendulum', 'hopper')
+
+
+def task_class(name: str) -> type[ReachTask]:
+  """The task class of 'toylevels' | 'pendulum' | 'hopper' (MJX: imported
+  only when asked for)."""
+  # pylint: disable=g-import-not-at-top
+  if name == 'toylevels':
+    from iclrjax.rl.reach import toylevels
+    return toylevels.ToyLevels
+  if name == 'pendulum':
+    from iclrjax.rl.reach import pendulum
+    return pendulum.PendulumAvoid
+  if name == 'hopper':
+    from iclrjax.rl.reach import hopper
+    return hopper.HopperTerrain
+  raise ValueError(f'Unknown reach task {name!r}: use one of {TASKS}')
+
+
+def make_task(name: str, **kwargs: Any) -> ReachTask:
+  return task_class(name)(**kwargs)

@@ -1,0 +1,221 @@
+"""Parameter-robust avoid problems (FGE, arXiv 2602.15817, Sec. 2).
+
+A parameter theta in a box Theta fixes the initial state s0(theta), the
+dynamics f_theta and the failure set F_theta. The goal is a policy that stays
+out of F_theta up to the horizon for as many theta as possible; some theta
+are infeasible (no policy is safe from them) and the feasible set Theta* is
+unknown. The RL form (the paper's Lemma 1, as its code runs it): reward -1 at
+the first step inside F_theta, the episode terminates there, else 0, so
+J(pi, theta) = -E[gamma^T_fail] and J = 0 exactly on safe rollouts.
+
+`ReachTask` is the problem (pure JAX methods, static config on the object);
+`ReachEnv` adapts it to the project's `rl.envs.Env` so the PPO core trains on
+it unchanged. The adapter resets every finished episode to the theta in
+`state.next_theta`, which the training algorithm (domain randomisation, PLR,
+RARL, FGE in `rl.fge`) writes before each rollout with `set_next_theta`; its
+`Step.info` reports, per step, the theta of the episode that step belongs to
+and, when the episode ends, whether it ended safe. `coverage` runs the
+deterministic policy from a fixed evaluation set of theta.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from iclrjax.rl import envs as envs_lib
+
+
+class ReachTask:
+  """A parameter-robust avoid problem. Subclasses set the attributes and
+  implement the methods marked abstract; all methods are pure JAX on one
+  (unbatched) theta or state."""
+
+  name: str
+  theta_low: np.ndarray    # [d] box bounds of Theta
+  theta_high: np.ndarray   # [d]
+  obs_dim: int
+  discrete: bool
+  num_actions: int         # discrete: #actions; continuous: action dim
+  action_low: float | None = None
+  action_high: float | None = None
+  horizon: int             # safe = no failure for `horizon` steps (or until
+                           # the task finishes early without failing)
+  region_names: tuple[str, ...] = ('all',)
+
+  @property
+  def theta_dim(self) -> int:
+    return int(np.asarray(self.theta_low).shape[0])
+
+  # -- abstract ---------------------------------------------------------------
+  def sample_nominal(self, key: jax.Array) -> jax.Array:
+    """theta ~ rho, the nominal (domain-randomisation) distribution."""
+    raise NotImplementedError
+
+  def init_state(self, theta: jax.Array) -> Any:
+    """s0(theta)."""
+    raise NotImplementedError
+
+  def observe(self, state: Any) -> jax.Array:
+    raise NotImplementedError
+
+  def step(self, state: Any, action: jax.Array
+           ) -> tuple[Any, jax.Array, jax.Array]:
+    """(s', failed, finished): failed = s' in F_theta; finished = the task
+    ended without failure before the horizon (e.g. the agent landed)."""
+    raise NotImplementedError
+
+  # -- defaults ---------------------------------------------------------------
+  def failed_at_start(self, theta: jax.Array) -> jax.Array:
+    """True where s0(theta) is already in F_theta (such theta are never
+    explore candidates)."""
+    del theta
+    return jnp.asarray(False)
+
+  def region_of(self, theta: jax.Array) -> jax.Array:
+    """Index into `region_names` (for per-region coverage)."""
+    del theta
+    return jnp.asarray(0, jnp.int32)
+
+  def to_box(self, theta: jax.Array) -> jax.Array:
+    """Theta -> [-1, 1]^d (the coordinates novelty and RARL work in)."""
+    lo, hi = jnp.asarray(self.theta_low), jnp.asarray(self.theta_high)
+    return 2.0 * (theta - lo) / (hi - lo) - 1.0
+
+  def from_box(self, u: jax.Array) -> jax.Array:
+    lo, hi = jnp.asarray(self.theta_low), jnp.asarray(self.theta_high)
+    return lo + (jnp.clip(u, -1.0, 1.0) + 1.0) * 0.5 * (hi - lo)
+
+  def eval_thetas(self, n: int) -> np.ndarray:
+    """A fixed evaluation set [n, d] (default: a uniform grid over the box)."""
+    d = self.theta_dim
+    per = max(2, int(round(n ** (1.0 / d))))
+    axes = [np.linspace(lo, hi, per) for lo, hi in
+            zip(np.asarray(self.theta_low), np.asarray(self.theta_high))]
+    grid = np.stack(np.meshgrid(*axes, indexing='ij'), -1).reshape(-1, d)
+    return grid.astype(np.float32)
+
+  def feasible(self, thetas: np.ndarray) -> np.ndarray | None:
+    """Ground-truth feasibility of each theta, where the task knows it."""
+    del thetas
+    return None
+
+  def __repr__(self) -> str:
+    return f'{type(self).__name__}({self.name})'
+
+
+class ReachState(NamedTuple):
+  task_state: Any
+  theta: jax.Array       # [d] theta of the episode in progress
+  next_theta: jax.Array  # [d] theta the next reset uses
+  t: jax.Array           # int32 steps into the episode
+
+
+class ReachEnv(envs_lib.Env):
+  """`ReachTask` as an `Env`: reward -1 at the first failure (terminal), 0
+  otherwise; time limit `task.horizon` (truncation, bootstrapped); auto-reset
+  to `state.next_theta`. `Step.info = {'theta', 'done', 'safe'}` per step:
+  the episode's theta, whether it ended at this step, and whether it ended
+  without failure (only meaningful where `done`)."""
+
+  def __init__(self, task: ReachTask):
+    self.task = task
+    self.spec = envs_lib.EnvSpec(
+        name=task.name, obs_shape=(int(task.obs_dim),),
+        discrete=bool(task.discrete), num_actions=int(task.num_actions),
+        action_low=task.action_low, action_high=task.action_high,
+        max_steps=int(task.horizon))
+
+  def reset_to(self, theta: jax.Array) -> tuple[jax.Array, ReachState]:
+    s = self.task.init_state(theta)
+    return (jnp.asarray(self.task.observe(s), jnp.float32),
+            ReachState(s, theta, theta, jnp.zeros((), jnp.int32)))
+
+  def reset(self, key: jax.Array) -> tuple[jax.Array, ReachState]:
+    return self.reset_to(self.task.sample_nominal(key))
+
+  def step(self, key: jax.Array, state: ReachState, action: jax.Array
+           ) -> tuple[ReachState, envs_lib.Step]:
+    del key
+    task = self.task
+    if task.discrete:
+      action = jnp.asarray(action).astype(jnp.int32).reshape(())
+    else:
+      action = jnp.clip(jnp.asarray(action, jnp.float32).reshape(
+          task.num_actions), task.action_low, task.action_high)
+    s, failed, finished = task.step(state.task_state, action)
+    failed = jnp.asarray(failed, bool).reshape(())
+    t = state.t + 1
+    terminated = failed | jnp.asarray(finished, bool).reshape(())
+    truncated = (t >= task.horizon) & ~terminated
+    done = terminated | truncated
+    final_obs = jnp.asarray(task.observe(s), jnp.float32)
+    fresh = task.init_state(state.next_theta)
+    s_next = jax.tree.map(lambda r, x: jnp.where(done, r, x), fresh, s)
+    new = ReachState(
+        s_next, jnp.where(done, state.next_theta, state.theta),
+        state.next_theta, jnp.where(done, 0, t).astype(jnp.int32))
+    info = {'theta': state.theta, 'done': done, 'safe': done & ~failed}
+    return new, envs_lib.Step(
+        obs=jnp.asarray(task.observe(s_next), jnp.float32),
+        reward=-failed.astype(jnp.float32), terminated=terminated,
+        truncated=truncated, final_obs=final_obs, info=info)
+
+
+def set_next_theta(env_state: ReachState, theta_E: jax.Array) -> ReachState:
+  """Writes the theta each env resets to at its next episode end."""
+  return env_state._replace(next_theta=theta_E)
+
+
+def initial_obs(task: ReachTask, theta_N: jax.Array) -> jax.Array:
+  """obs(s0(theta)) for a batch of theta: the classifiers' input (the paper
+  conditions its classifiers on the initial observation)."""
+  return jax.vmap(lambda th: jnp.asarray(
+      task.observe(task.init_state(th)), jnp.float32))(theta_N)
+
+
+def rollout_safe(task: ReachTask, act: Callable[[jax.Array], jax.Array],
+                 theta_N: jax.Array) -> jax.Array:
+  """Safe flags [N]: whether `act` (obs [N, obs_dim] -> actions [N]) keeps
+  each theta out of its failure set for the whole horizon (or until the
+  task finishes). The coverage metric (paper Sec. 5) is their mean."""
+  s0 = jax.vmap(task.init_state)(theta_N)
+  n = theta_N.shape[0]
+  step_task = jax.vmap(task.step)
+
+  def body(carry, _):
+    s, alive, failed = carry
+    a = act(jax.vmap(task.observe)(s))
+    if task.discrete:
+      a = a.astype(jnp.int32)
+    else:
+      a = jnp.clip(a, task.action_low, task.action_high)
+    s_new, f, fin = step_task(s, a)
+    failed = failed | (alive & f)
+    alive = alive & ~f & ~fin
+    # Freeze finished/failed envs (their state stops changing).
+    s = jax.tree.map(
+        lambda new, old: jnp.where(
+            alive.reshape((-1,) + (1,) * (new.ndim - 1)), new, old), s_new, s)
+    return (s, alive, failed), None
+
+  (_, _, failed), _ = jax.lax.scan(
+      body, (s0, jnp.ones((n,), bool), jnp.zeros((n,), bool)), None,
+      length=task.horizon)
+  return ~failed
+
+
+def region_coverage(task: ReachTask, thetas: np.ndarray, safe: np.ndarray
+                    ) -> dict[str, float]:
+  """{'coverage': mean safe, 'coverage/<region>': mean safe per region}."""
+  safe = np.asarray(safe, np.float64)
+  out = {'coverage': float(safe.mean())}
+  regions = np.asarray(jax.vmap(task.region_of)(jnp.asarray(thetas)))
+  for i, name in enumerate(task.region_names):
+    m = regions == i
+    if m.any():
+      out[f'coverage/{name}'] = float(safe[m].mean())
+  return out
