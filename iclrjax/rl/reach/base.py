@@ -179,10 +179,12 @@ def initial_obs(task: ReachTask, theta_N: jax.Array) -> jax.Array:
 
 def rollout_safe(task: ReachTask, act: Callable[[jax.Array], jax.Array],
                  theta_N: jax.Array) -> jax.Array:
-  """Safe flags [N]: whether `act` (obs [N, obs_dim] -> actions [N]) keeps
-  each theta out of its failure set for the whole horizon (or until the
-  task finishes). The coverage metric (paper Sec. 5) is their mean."""
+  """Safe flags [N]: whether `act` (obs [N, obs_dim] -> actions [N] or
+  [N, num_actions]) keeps each theta out of its failure set for the whole
+  horizon (or until the task finishes). The coverage metric (paper Sec. 5)
+  is their mean."""
   s0 = jax.vmap(task.init_state)(theta_N)
+  failed0 = jax.vmap(task.failed_at_start)(theta_N).astype(bool)
   n = theta_N.shape[0]
   step_task = jax.vmap(task.step)
 
@@ -190,9 +192,10 @@ def rollout_safe(task: ReachTask, act: Callable[[jax.Array], jax.Array],
     s, alive, failed = carry
     a = act(jax.vmap(task.observe)(s))
     if task.discrete:
-      a = a.astype(jnp.int32)
+      a = a.astype(jnp.int32).reshape(n)
     else:
-      a = jnp.clip(a, task.action_low, task.action_high)
+      a = jnp.clip(a.reshape(n, task.num_actions), task.action_low,
+                   task.action_high)
     s_new, f, fin = step_task(s, a)
     failed = failed | (alive & f)
     alive = alive & ~f & ~fin
@@ -203,7 +206,7 @@ def rollout_safe(task: ReachTask, act: Callable[[jax.Array], jax.Array],
     return (s, alive, failed), None
 
   (_, _, failed), _ = jax.lax.scan(
-      body, (s0, jnp.ones((n,), bool), jnp.zeros((n,), bool)), None,
+      body, (s0, ~failed0, failed0), None,
       length=task.horizon)
   return ~failed
 
