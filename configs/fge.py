@@ -134,7 +134,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if variant == 'hopper_smoke':
       c.num_seeds = 2
       c.task_kwargs.horizon = 20
-      c.eval_points = 8
+      c.eval_points = 41          # includes theta = 0 (the gap)
       c.ppo.hidden = (32, 32)
       c.fge.clf_hidden = (32,)
       c.ppo.num_envs = 8

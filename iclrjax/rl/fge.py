@@ -679,6 +679,9 @@ def _pairwise(safe_a: np.ndarray, safe_b: np.ndarray) -> tuple[float, float]:
 def run(r: launch.Run) -> launch.Result:
   """Trains every method on the task (seeds vmapped) and checks the claims."""
   cfg = r.config
+  if cfg.task == 'hopper' and jax.default_backend() != 'cpu':
+    # MJX on GPU/TPU needs full-precision matmuls (NaNs otherwise).
+    jax.config.update('jax_default_matmul_precision', 'highest')
   task = reach.make_task(cfg.task, **cfg.task_kwargs.to_dict())
   S = cfg.num_seeds
   thetas = task.eval_thetas(cfg.eval_points)
@@ -838,13 +841,23 @@ def evaluate_claims(cfg, task: base.ReachTask,
           f'{fmt(bv)} (' + ', '.join(
               f'{LABELS[b]} {fmt(v)}' for b, v in base_hard.items()) + ')'))
   bad = m.get('certified_infeasible/fge')
-  if bad is not None:
+  if bad is not None and task.exact_ground_truth:
     claims.append(launch.Claim(
         claim='The certified-feasible buffer never holds an infeasible theta.',
         holds=bool(np.all(bad == 0)),
         evidence=f'infeasible theta in the certified buffer per seed: '
         f'{bad.astype(int).tolist()} of '
         f'{m["certified_size/fge"].astype(int).tolist()}'))
+  elif bad is not None:
+    frac = bad / np.maximum(m['certified_size/fge'], 1)
+    claims.append(launch.Claim(
+        claim=(f'{task.name}: certified theta outside the (approximate) '
+               'ground-truth set stay within its grid error (<= 1% of the '
+               'buffer; each has a safe rollout as witness).'),
+        holds=bool(np.all(frac <= 0.01)),
+        evidence=f'{bad.astype(int).tolist()} of '
+        f'{m["certified_size/fge"].astype(int).tolist()} certified theta per '
+        'seed lie outside the grid kernel'))
   if task.name != 'ToyLevels':
     ff, fd = get('coverage_feasible/fge'), get('coverage_feasible/dr')
     if ff is not None:

@@ -45,6 +45,9 @@ class ReachTask:
   horizon: int             # safe = no failure for `horizon` steps (or until
                            # the task finishes early without failing)
   region_names: tuple[str, ...] = ('all',)
+  # Whether `feasible` is exact (ToyLevels) or a numerical approximation
+  # (a grid viability kernel), which decides how a disagreement is read.
+  exact_ground_truth: bool = True
 
   @property
   def theta_dim(self) -> int:

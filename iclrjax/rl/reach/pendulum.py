@@ -222,6 +222,7 @@ class PendulumAvoid(base.ReachTask):
   """
 
   name = 'pendulum-avoid'
+  exact_ground_truth = False  # `feasible` is a grid kernel (~0.4% error)
   discrete = False
   num_actions = 1
   action_low = -1.0
