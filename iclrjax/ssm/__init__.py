@@ -1,0 +1,1 @@
+"""Diagonal state-space models and their state-tracking tasks."""
