@@ -9,7 +9,7 @@ test sequences at the training length and at the longer test lengths.
 
 Variants:
   smoke   (CI, ~1 min) Z6 and S3, 1-layer DCD, a few steps.
-  default (CPU) the claims: 1-layer DCD on Z6 and S3 (3 seeds, 1500 steps,
+  default (CPU) the claims: 1-layer DCD on Z6 and S3 (3 seeds, 3000 steps,
           T = 64, tested at 64 and 128); the real non-negative diagonal on
           Z2 (parity), the input-independent complex diagonal on Z6, GRU on
           S3; Z2xZ4 reported.
@@ -41,7 +41,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.num_test = 1024
   c.eval_batch = 256
   c.window = 8                 # first/last positions reported
-  c.steps = 1500
+  c.steps = 3000
   c.batch_size = 64
   c.learning_rate = 2e-3       # one-cycle peak (AdamW)
   c.warmup_frac = 0.1
@@ -50,7 +50,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.width = 64
   c.state = 32                 # complex channels per layer
   c.hidden = 128               # decoder MLP width
-  c.init_magnitude = 0.98
+  # The multiplicative form (B = 0, learned h_0, |lambda| init 0.999): with
+  # the additive form (B = linear(u), |lambda| init 0.98) 2 of 3 seeds on Z6
+  # fit length 64 but fail at 128 (last-8 0.14 and 0.34 at 3000 steps);
+  # multiplicative: 3/3 seeds >= 0.999 at every position at 64 and 128.
+  c.init_magnitude = 0.999
+  c.input_mode = 'multiplicative'
   c.steps_per_chunk = 250
   c.log_every = 25
   c.checkpoint_every = 2

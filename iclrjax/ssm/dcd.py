@@ -76,6 +76,10 @@ class DiagLayer(nn.Module):
   hidden: int
   init_magnitude: float = 0.98
   scan: str = 'associative'
+  # 'additive': B(u) = linear(u), h_0 = 0. 'multiplicative': B = 0 and a
+  # learned initial state h_0 (init 1), so h_t = prod_s lambda(u_s) h_0, the
+  # form of the abelian construction (lengths generalise better).
+  input_mode: str = 'additive'
 
   @nn.compact
   def __call__(self, u: jax.Array) -> jax.Array:  # u [T, d]
@@ -99,7 +103,16 @@ class DiagLayer(nn.Module):
         phase = self.param('phase', phase_init, (N,))
       lam = jnp.exp(log_mag + 1j * phase)
       b = nn.Dense(N, name='b_re')(u) + 1j * nn.Dense(N, name='b_im')(u)
-    h = diag_scan(jnp.broadcast_to(lam, b.shape), b, method=self.scan)
+    h0 = None
+    if self.input_mode == 'multiplicative':
+      b = jnp.zeros_like(b)
+      h0 = self.param('h0_re', nn.initializers.ones, (N,))
+      if self.kind != 'real':
+        h0 = h0 + 1j * self.param('h0_im', nn.initializers.zeros, (N,))
+    elif self.input_mode != 'additive':
+      raise ValueError(f"input_mode must be 'additive' or 'multiplicative', "
+                       f'got {self.input_mode!r}')
+    h = diag_scan(jnp.broadcast_to(lam, b.shape), b, h0, method=self.scan)
     feats = [h.real, u] if self.kind == 'real' else [h.real, h.imag, u]
     z = nn.gelu(nn.Dense(self.hidden, name='dec_in')(jnp.concatenate(feats,
                                                                      -1)))
@@ -118,6 +131,7 @@ class SeqModel(nn.Module):
   hidden: int = 128
   init_magnitude: float = 0.98
   scan: str = 'associative'
+  input_mode: str = 'additive'
 
   @nn.compact
   def __call__(self, x: jax.Array) -> jax.Array:  # x [T] int -> [T, C]
@@ -129,7 +143,8 @@ class SeqModel(nn.Module):
         u = u + out[0]
       else:
         u = DiagLayer(self.kind, self.state, self.hidden,
-                      self.init_magnitude, self.scan, name=f'layer{i}')(u)
+                      self.init_magnitude, self.scan, self.input_mode,
+                      name=f'layer{i}')(u)
     # No normalisation between layers: a LayerNorm here kept a 1-layer DCD
     # at chance on Z6 (loss ln 6 after 1500 steps) where the plain residual
     # stack solves it in ~1000.
@@ -138,11 +153,12 @@ class SeqModel(nn.Module):
 
 def make_model(kind: str, depth: int, order: int, width: int = 64,
                state: int = 32, hidden: int = 128,
-               init_magnitude: float = 0.98) -> SeqModel:
+               init_magnitude: float = 0.98,
+               input_mode: str = 'additive') -> SeqModel:
   if kind not in MODELS:
     raise ValueError(f'model must be one of {MODELS}, got {kind!r}')
   return SeqModel(kind, depth, order, order, width, state, hidden,
-                  init_magnitude)
+                  init_magnitude, 'associative', input_mode)
 
 
 def per_position_accuracy(logits: jax.Array, y: jax.Array) -> jax.Array:

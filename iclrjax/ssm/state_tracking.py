@@ -151,6 +151,7 @@ def config_schema() -> dict[str, cfg_lib.Spec]:
       'hidden': cfg_lib.Int(min=1),
       'init_magnitude': cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False,
                                       max_inclusive=False),
+      'input_mode': cfg_lib.Choice('additive', 'multiplicative'),
       'steps_per_chunk': cfg_lib.Int(min=1),
       'log_every': cfg_lib.Int(min=1),
   }
@@ -201,7 +202,7 @@ def run(r: launch.Run) -> launch.Result:
           {L: load_split(name, test_split(L)) for L in lens})
     (tx_, ty_), tests = cache[group]
     model = dcd.make_model(kind, depth, g.order, cfg.width, cfg.state,
-                           cfg.hidden, cfg.init_magnitude)
+                           cfg.hidden, cfg.init_magnitude, cfg.input_mode)
     init, step, evaluate = make_trainer(model, jnp.asarray(tx_),
                                         jnp.asarray(ty_), cfg)
     tag = _tag(group, kind, depth)
@@ -218,6 +219,13 @@ def run(r: launch.Run) -> launch.Result:
       metrics[f'acc_last@{L}/{tag}'] = acc[:, -cfg.window:].mean(1)
       metrics[f'acc_min@{L}/{tag}'] = acc.min(1)
     metrics[f'chance/{tag}'] = np.full((cfg.num_seeds,), 1.0 / g.order)
+    if not g.is_abelian:
+      # A model that tracks only the abelian quotient G/[G,G] gets at most
+      # 1/|[G,G]| late in the sequence; "learned" = well above that.
+      ceiling = 1.0 / len(groups.commutator_subgroup(g))
+      metrics[f'quotient_ceiling/{tag}'] = np.full((cfg.num_seeds,), ceiling)
+      metrics[f'learned/{tag}'] = (
+          metrics[f'acc_last@{cfg.train_len}/{tag}'] >= 0.9).astype(float)
   _plots(r, cfg, curves, lens)
   return launch.Result(metrics=metrics, claims=evaluate_claims(cfg, metrics))
 
@@ -286,5 +294,34 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
         claim='acc(Z6) - acc(S3) >= 0.5 on the last positions (1 layer).',
         holds=bool(z_last - s_last >= 0.5),
         evidence=f'{z_last:.3f} - {s_last:.3f} = {z_last - s_last:.3f}'))
+  L = max(cfg.test_lens)
+  real = get(f'acc_last@{L}/Z2_real1')
+  if real is not None:
+    claims.append(launch.Claim(
+        claim=('The input-dependent non-negative real diagonal fails Z2 '
+               f'parity at long lengths (last-{cfg.window} accuracy <= 0.6 '
+               f'at length {L}; chance 0.5).'),
+        holds=bool(real <= 0.6),
+        evidence=f'last-{cfg.window} accuracy {real:.3f} at length {L}'))
+  for k in sorted(m):
+    if k.startswith(f'acc_last@{L}/Z') and k.endswith('_lti1'):
+      gname = k.split('/')[1].split('_')[0]
+      v = float(np.mean(m[k]))
+      claims.append(launch.Claim(
+          claim=(f'The input-independent complex diagonal fails {gname} '
+                 f'(last-{cfg.window} accuracy at length {L} <= 0.5; chance '
+                 f'{1 / groups.make(gname).order:.3f}).'),
+          holds=bool(v <= 0.5),
+          evidence=f'last-{cfg.window} accuracy {v:.3f} at length {L}'))
+  learned = {k.split('/')[1]: m[k] for k in sorted(m)
+             if k.startswith('learned/') and '_dcd' in k
+             and not k.endswith('_dcd1')}
+  if learned:
+    parts = [f'{t}: {int(v.sum())}/{len(v)}' for t, v in learned.items()]
+    claims.append(launch.Claim(
+        claim=('Learnability gap (reported): trained multi-layer DCDs often '
+               'fail to learn solvable non-abelian groups they can express '
+               f'(learned = last-{cfg.window} accuracy >= 0.9).'),
+        holds=bool(any(v.mean() < 1.0 for v in learned.values())),
+        evidence='seeds that learned: ' + ', '.join(parts)))
   return claims
-
