@@ -13,6 +13,8 @@ Variants:
           T = 64, tested at 64 and 128); the real non-negative diagonal on
           Z2 (parity), the input-independent complex diagonal on Z6, GRU on
           S3; Z2xZ4 reported.
+  gap     (CPU, ~30 min) 2-layer DCD and GRU on S3, D4, A4 (T = 32): the
+          learnability gap, reported.
   paper   the grid: groups x depths 1-3 x models, incl. S3, D4, A4, Z60.
 
 Pass criteria (default, mean over seeds): Z6 1-layer DCD >= 0.99 at every
@@ -22,7 +24,7 @@ the last 8 positions >= 0.5.
 
 import ml_collections
 
-VARIANTS = ('smoke', 'default', 'paper')
+VARIANTS = ('smoke', 'default', 'gap', 'paper')
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -76,6 +78,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.hidden = 16
     c.steps_per_chunk = 10
     c.log_every = 5
+  elif variant == 'gap':
+    # The learnability gap at CPU scale (reported, not asserted): 2-layer
+    # DCDs on solvable non-abelian groups of derived length 2, and the GRU.
+    c.runs = ('S3/dcd/2', 'D4/dcd/2', 'A4/dcd/2', 'S3/gru/1', 'D4/gru/1',
+              'A4/gru/1')
+    c.train_len, c.test_lens, c.steps = 32, (32, 64), 2000
   elif variant == 'paper':
     c.runs = tuple(f'{g}/dcd/{k}' for g in ('Z6', 'Z2xZ4', 'Z60', 'S3', 'D4',
                                            'A4', 'S4', 'A5')
