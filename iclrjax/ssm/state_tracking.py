@@ -4,8 +4,9 @@ and the experiment.
 The word problem of a finite group G: inputs x_1..x_T i.i.d. uniform over G,
 target at every position the prefix product y_t = x_1 x_2 ... x_t (the state
 of G's Cayley automaton). Data: one offline TFDS builder per (group, train
-length), `word_problem_<group>_t<T>`, with a train split at length T and test
-splits at T and at each longer length (length generalisation). Models
+length, sizes), `word_problem_<group>_t<T>_n<train>_m<test>`, with a train
+split at length T and test splits at T and at each longer length (length
+generalisation). Models
 (`ssm.dcd`): k-layer DCD, and the real-diagonal, input-independent complex
 and GRU baselines; trained by cross-entropy at every position with AdamW
 (one-cycle schedule) and gradient clipping; seeds are the vmap axis of
@@ -33,8 +34,11 @@ from iclrjax.ssm import groups
 
 
 # -- data ----------------------------------------------------------------------------
-def dataset_name(group: str, train_len: int) -> str:
-  return f'word_problem_{group.lower()}_t{train_len}'
+def dataset_name(group: str, train_len: int, num_train: int,
+                 num_test: int) -> str:
+  """The sizes are in the name: data on disk is keyed by name and version,
+  so a run with other sizes must not reuse it."""
+  return f'word_problem_{group.lower()}_t{train_len}_n{num_train}_m{num_test}'
 
 
 def test_split(length: int) -> str:
@@ -50,7 +54,7 @@ def word_problem_builder(group: str, train_len: int,
   'test_l<L>' (num_test sequences of length L) for L in test_lens.
   """
   g = groups.make(group)
-  name = dataset_name(group, train_len)
+  name = dataset_name(group, train_len, num_train, num_test)
   lens = sorted({int(train_len), *map(int, test_lens)})
 
   def split_gen(length, n):

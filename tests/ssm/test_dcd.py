@@ -107,7 +107,7 @@ def test_two_layer_construction_tracks_s3_up_to_4096():
 def test_word_problem_builder(tmp_path, monkeypatch):
   monkeypatch.setattr(data_lib, 'default_data_dir', lambda: str(tmp_path))
   name = st.word_problem_builder('S3', 8, (8, 16), num_train=32, num_test=16)
-  assert name == 'word_problem_s3_t8'
+  assert name == 'word_problem_s3_t8_n32_m16'
   x, y = st.load_split(name, 'train')
   assert x.shape == (32, 8) and y.shape == (32, 8)
   np.testing.assert_array_equal(y, groups.running_products(
