@@ -1,0 +1,1 @@
+"""Spiking neural networks (LIF, PLIF, ALIF, DGN cells) trained by BPTT."""
