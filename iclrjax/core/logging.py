@@ -219,8 +219,13 @@ def curves(rows: Sequence[Mapping[str, Any]],
 def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
                 path: str | os.PathLike, *, title: str = '',
                 xlabel: str = 'step', ylabel: str = 'value',
-                logy: bool = False) -> pathlib.Path:
-  """Plots (label, x [T], values [T, n]) series: mean and 95% band over n."""
+                logy: bool = False,
+                bounds: tuple[float, float] | None = None) -> pathlib.Path:
+  """Plots (label, x [T], values [T, n]) series: mean and 95% band over n.
+
+  `bounds`: the range the metric cannot leave (e.g. (0, 1) for accuracy);
+  the t-band is clipped to it.
+  """
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -238,11 +243,13 @@ def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
       half = scipy.stats.t.ppf(0.975, n - 1) * sem
     else:
       half = np.zeros_like(mean)
-    lo = mean - half
+    lo, hi = mean - half, mean + half
     if logy:  # a t-band can cross zero; on a log axis stop it at the data
       lo = np.maximum(lo, np.nanmin(vals, axis=1))
+    if bounds is not None:
+      lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
     (line,) = ax.plot(steps, mean, label=f'{label} (n={n})')
-    ax.fill_between(steps, lo, mean + half, alpha=0.25,
+    ax.fill_between(steps, lo, hi, alpha=0.25,
                     color=line.get_color(), linewidth=0)
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)

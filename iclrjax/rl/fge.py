@@ -754,7 +754,8 @@ def _plots(r, cfg, task, thetas, truth, safe_by, fge_state, feas_fn,
       log_lib.plot_series(series, r.plots_dir /
                           f'{key.replace("/", "_")}.png',
                           title=f'{task.name}: {title} (mean, 95% band)',
-                          xlabel='env steps', ylabel='coverage')
+                          xlabel='env steps', ylabel='coverage',
+                          bounds=(0.0, 1.0))
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top

@@ -245,7 +245,8 @@ def _plots(r, cfg, curves, lens) -> None:
   log_lib.plot_series(series, r.plots_dir / 'accuracy_vs_position.png',
                       title=f'accuracy per position (trained at length '
                       f'{cfg.train_len}, tested at {L})',
-                      xlabel='position t', ylabel='accuracy')
+                      xlabel='position t', ylabel='accuracy',
+                      bounds=(0.0, 1.0))
   # Heatmap: group x (model, depth) of late-position accuracy at length L.
   entries = [parse_run(e) for e in cfg.runs]
   gs = list(dict.fromkeys(e[0] for e in entries))
