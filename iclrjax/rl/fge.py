@@ -173,7 +173,6 @@ class TrainState(NamedTuple):
   ppo: ppo_lib.PPOState
   sampler: Any
   coverage: jax.Array   # [1 + R] last evaluated (overall, per region)
-  key: jax.Array
 
 
 def config_schema(prefix: str = 'fge.') -> dict[str, cfg_lib.Spec]:
@@ -562,9 +561,9 @@ def make_trainer(task: base.ReachTask, c: ml_collections.ConfigDict,
   s_init, s_propose, s_update = samplers[method]
 
   def init(key: jax.Array) -> TrainState:
-    k_ppo, k_s, k = jax.random.split(key, 3)
+    k_ppo, k_s, _ = jax.random.split(key, 3)  # (third key: unused)
     return TrainState(ppo_init(k_ppo), s_init(k_s),
-                      jnp.zeros((1 + len(task.region_names),)), k)
+                      jnp.zeros((1 + len(task.region_names),)))
 
   def step(state: TrainState, t: jax.Array):
     s, theta, m_prop = s_propose(state.sampler, t)
@@ -585,7 +584,7 @@ def make_trainer(task: base.ReachTask, c: ml_collections.ConfigDict,
       metrics[f'coverage/{name}'] = cov[1 + i]
     metrics.update(m_prop)
     metrics.update(m_upd)
-    return TrainState(ps, s, cov, state.key), metrics
+    return TrainState(ps, s, cov), metrics
 
   @jax.jit
   def evaluate(states: TrainState, thetas: jax.Array) -> jax.Array:

@@ -178,9 +178,9 @@ def check_config(c: ml_collections.ConfigDict) -> None:
       raise cfg_lib.ConfigError('runs', entry, str(e)) from None
     cfg_lib.check(model in dcd.MODELS, 'runs', entry,
                   f'model must be one of {dcd.MODELS}')
+  cfg_lib.check(c.num_test % c.eval_batch == 0, 'eval_batch', c.eval_batch,
+                f'must divide num_test={c.num_test}')
   for L in c.test_lens:
-    cfg_lib.check(c.num_test % c.eval_batch == 0, 'eval_batch', c.eval_batch,
-                  f'must divide num_test={c.num_test}')
     cfg_lib.check(L >= c.window, 'window', c.window,
                   f'must be <= every test length (got {L})')
 
