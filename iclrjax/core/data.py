@@ -453,7 +453,10 @@ def _prepare_ours(cls: type[OfflineBuilder], data_dir: str,
             download_config=tfds.download.DownloadConfig(
                 try_download_gcs=False),
         )
-        builder = cls(data_dir=data_dir, version=version)
+  # Always re-create: a builder reads its on-disk info (file format, splits)
+  # only at construction, and another process may have finished preparing
+  # between our first construction and the `is_prepared()` check above.
+  builder = cls(data_dir=data_dir, version=version)
   _check_fingerprint(builder)
   return builder
 

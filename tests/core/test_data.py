@@ -187,6 +187,31 @@ def test_synthetic_deterministic_across_prepares(tmp_path):
     np.testing.assert_array_equal(a[k], b[k])
 
 
+def test_prepared_by_another_process_after_construction(tmp_path,
+                                                         monkeypatch):
+  # The race CI once hit: our builder is constructed (no files yet, so its
+  # info says TFRECORD), then another process finishes preparing before our
+  # `is_prepared()` check. The builder we return must read the files' info.
+  cls = _make('test_synth_race', seed=2)
+  original = cls.is_prepared
+  calls = []
+
+  def is_prepared_after_other_process(self):
+    if not calls:  # The first check: "another process" prepares it now.
+      calls.append(1)
+      other = cls(data_dir=str(tmp_path))
+      other.download_and_prepare(
+          file_format='array_record',
+          download_config=tfds.download.DownloadConfig(
+              try_download_gcs=False))
+    return original(self)
+
+  monkeypatch.setattr(cls, 'is_prepared', is_prepared_after_other_process)
+  arrays = data.as_numpy('test_synth_race', 'train', data_dir=tmp_path)
+  assert calls
+  np.testing.assert_array_equal(arrays['x'], _expected(2, 'train', 7)['x'])
+
+
 def test_synthetic_rejects_bad_names():
   with pytest.raises(ValueError, match='snake_case'):
     data.synthetic_builder('Bad Name', _FEATURES,
