@@ -1,0 +1,205 @@
+"""Spiking neuron cells as pure step functions for `jax.lax.scan`.
+
+Every cell sees a presynaptic spike vector s^t (the layer's input, with the
+layer's own previous spikes appended in a recurrent layer) and keeps the
+synaptic trace of the Dynamic Gated Neuron paper (arXiv 2509.03281, eq. for
+D): a current-based synapse with time constant tau_s,
+
+  D^t = exp(-dt / tau_s) D^{t-1} + s^t,      I^t = dt * D^t W,
+
+so that all cells receive the same input current and differ only in their
+membrane dynamics (tau_s = 0 gives D^t = s^t, unfiltered input). With
+beta = 1 - g_l dt, theta the threshold, xi^t optional Gaussian current noise
+(evaluation-time perturbation) and z = H(V - threshold) the spike (exact
+Heaviside forward, surrogate gradient backward, `snn.surrogate.spike`):
+
+  LIF   V^t = beta V^{t-1} + I^t + xi^t - theta z^{t-1}
+  PLIF  as LIF with a learnable decay per neuron, beta_j = sigmoid(a_j)
+        (Fang et al. 2021), initialised at 1 - g_l dt
+  ALIF  adaptive threshold (Bellec et al. 2018, LSNN):
+        b^t = gamma b^{t-1} + (1 - gamma) z^{t-1},  A^t = theta + beta_a b^t,
+        V^t = beta V^{t-1} + I^t + xi^t - A^{t-1} z^{t-1},  z^t = H(V^t - A^t)
+  DGN   the paper's dynamic gated neuron (its discrete update, Sec. 3):
+        rho^t = phi(1 - g_l dt - dt * D^t C)
+        V^t = rho^t V^{t-1} + dt * D^t W + xi^t - theta z^{t-1}
+        z^t = H(V^t - theta)
+        with C (N_in x N_out) the trainable conductance couplings and
+        phi = clip(., 0, 1) keeping the decay a valid forget gate.
+
+All resets are soft (subtract the threshold), one step delayed, as in the
+paper's DGN update. With C = 0, DGN is LIF exactly (rho = beta).
+
+A cell is a frozen dataclass of static hyperparameters with
+`init_params(key, n_in, n_out)`, `init_state(n_out)` and
+`step(params, state, s, xi) -> (state, (z, v))`; `run_layer` scans a layer
+over time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from iclrjax.snn import surrogate
+
+CELLS = ('lif', 'plif', 'alif', 'dgn')
+Params = dict[str, jax.Array]
+
+
+class State(NamedTuple):
+  """Per-layer recurrent state (one example; vmap for batches).
+
+  The trace D [N_in] enters the dynamics only through D W and D C, and the
+  trace is linear in the spikes, so a cell carries the traces of the
+  projected inputs (N_out each): dw^t = D^t W and dc^t = D^t C exactly.
+  """
+  dw: jax.Array  # [N_out] D^t W
+  dc: jax.Array  # [N_out] D^t C (DGN; zeros otherwise)
+  v: jax.Array   # [N_out] membrane potential V
+  z: jax.Array   # [N_out] spikes of the previous step
+  b: jax.Array   # [N_out] threshold adaptation (ALIF; zeros otherwise)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  """A neuron type with its static hyperparameters.
+
+  Attributes:
+    kind: 'lif', 'plif', 'alif' or 'dgn'.
+    dt: time step.
+    g_l: leak conductance; beta = 1 - g_l dt.
+    tau_syn: synaptic trace time constant tau_s (0: no filtering).
+    theta: firing threshold.
+    surrogate: surrogate-gradient kind (`surrogate.SURROGATES`).
+    surrogate_scale: its slope parameter.
+    w_gain: W ~ N(0, w_gain^2 / N_in).
+    c_init: DGN: C ~ U(0, 2 c_init / N_in) (mean total coupling c_init).
+    tau_adapt: ALIF: adaptation time constant; gamma = exp(-dt / tau_adapt).
+    beta_adapt: ALIF: threshold increment per unit of adaptation.
+  """
+  kind: str = 'lif'
+  dt: float = 1.0
+  g_l: float = 0.1
+  tau_syn: float = 5.0
+  theta: float = 1.0
+  surrogate: str = 'fast_sigmoid'
+  surrogate_scale: float = 10.0
+  w_gain: float = 1.0
+  c_init: float = 0.1
+  tau_adapt: float = 20.0
+  beta_adapt: float = 1.0
+
+  def __post_init__(self):
+    if self.kind not in CELLS:
+      raise ValueError(f'cell kind must be one of {CELLS}, got {self.kind!r}')
+    if self.surrogate not in surrogate.SURROGATES:
+      raise ValueError(f'surrogate must be one of {surrogate.SURROGATES}, '
+                       f'got {self.surrogate!r}')
+    if not 0.0 <= 1.0 - self.g_l * self.dt <= 1.0:
+      raise ValueError(f'need 0 <= 1 - g_l*dt <= 1, got g_l={self.g_l}, '
+                       f'dt={self.dt}')
+
+  @property
+  def beta(self) -> float:
+    return 1.0 - self.g_l * self.dt
+
+  @property
+  def alpha_syn(self) -> float:
+    return math.exp(-self.dt / self.tau_syn) if self.tau_syn > 0 else 0.0
+
+  @property
+  def gamma(self) -> float:
+    return math.exp(-self.dt / self.tau_adapt)
+
+  def init_params(self, key: jax.Array, n_in: int, n_out: int) -> Params:
+    kw, kc = jax.random.split(key)
+    p = {'w': self.w_gain / math.sqrt(n_in)
+              * jax.random.normal(kw, (n_in, n_out))}
+    if self.kind == 'dgn':
+      p['c'] = jax.random.uniform(kc, (n_in, n_out),
+                                  maxval=2.0 * self.c_init / n_in)
+    if self.kind == 'plif':
+      b = min(max(self.beta, 1e-4), 1 - 1e-4)
+      p['a'] = jnp.full((n_out,), math.log(b / (1.0 - b)))
+    return p
+
+  def init_state(self, n_out: int, dtype: Any = jnp.float32) -> State:
+    zero = jnp.zeros((n_out,), dtype)
+    return State(zero, zero, zero, zero, zero)
+
+  def project(self, params: Params, s: jax.Array
+              ) -> tuple[jax.Array, jax.Array]:
+    """Presynaptic spikes s [..., N_in] -> (s W, s C) [..., N_out]."""
+    sc = s @ params['c'] if self.kind == 'dgn' else jnp.zeros(
+        s.shape[:-1] + params['w'].shape[1:], s.dtype)
+    return s @ params['w'], sc
+
+  def step_projected(self, params: Params, state: State, iw: jax.Array,
+                     ic: jax.Array, xi: jax.Array | float = 0.0
+                     ) -> tuple[State, tuple[jax.Array, jax.Array]]:
+    """One time step from the projected input spikes (iw, ic) = (s W, s C).
+
+    Returns the new state and (z^t, V^t).
+    """
+    dw = self.alpha_syn * state.dw + iw
+    dc = self.alpha_syn * state.dc + ic
+    current = self.dt * dw
+    if self.kind == 'dgn':
+      rho = jnp.clip(1.0 - self.g_l * self.dt - self.dt * dc, 0.0, 1.0)
+    elif self.kind == 'plif':
+      rho = jax.nn.sigmoid(params['a'])
+    else:
+      rho = self.beta
+    if self.kind == 'alif':
+      a_prev = self.theta + self.beta_adapt * state.b
+      v = rho * state.v + current + xi - a_prev * state.z
+      b = self.gamma * state.b + (1.0 - self.gamma) * state.z
+      threshold = self.theta + self.beta_adapt * b
+    else:
+      v = rho * state.v + current + xi - self.theta * state.z
+      b = state.b
+      threshold = self.theta
+    z = surrogate.spike(v - threshold, self.surrogate, self.surrogate_scale)
+    return State(dw, dc, v, z, b), (z, v)
+
+  def step(self, params: Params, state: State, s: jax.Array,
+           xi: jax.Array | float = 0.0
+           ) -> tuple[State, tuple[jax.Array, jax.Array]]:
+    """One time step from presynaptic spikes s [N_in]; xi current noise."""
+    iw, ic = self.project(params, s)
+    return self.step_projected(params, state, iw, ic, xi)
+
+
+def run_layer(cell: Cell, params: Params, spikes: jax.Array,
+              noise: jax.Array | None = None, recurrent: bool = False,
+              state: State | None = None
+              ) -> tuple[jax.Array, jax.Array]:
+  """Scans one layer over time: spikes [T, N_in] -> (z, v), each [T, N_out].
+
+  The input projections of all T steps are one matmul outside the scan. In
+  a recurrent layer the presynaptic vector is [s^t, z^{t-1}]: `params['w']`
+  (and 'c') have N_in + N_out rows, the last N_out recurrent.
+  """
+  n_in = spikes.shape[-1]
+  n_out = params['w'].shape[1]
+  if noise is None:
+    noise = jnp.zeros((spikes.shape[0], n_out), spikes.dtype)
+  if state is None:
+    state = cell.init_state(n_out, spikes.dtype)
+  p_in = {k: (v[:n_in] if k in ('w', 'c') else v) for k, v in params.items()}
+  p_rec = {k: v[n_in:] for k, v in params.items() if k in ('w', 'c')}
+  iw, ic = cell.project(p_in, spikes)
+
+  def body(st, inp):
+    iw_t, ic_t, xi = inp
+    if recurrent:
+      rw, rc = cell.project(p_rec, st.z)
+      iw_t, ic_t = iw_t + rw, ic_t + rc
+    return cell.step_projected(params, st, iw_t, ic_t, xi)
+
+  _, (z, v) = jax.lax.scan(body, state, (iw, ic, noise))
+  return z, v

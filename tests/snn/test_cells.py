@@ -1,0 +1,175 @@
+"""Neuron cells against a direct NumPy transcription of their equations."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from iclrjax.snn import cells
+from iclrjax.snn import network
+from iclrjax.snn import surrogate
+
+T, N_IN, N_OUT = 100, 12, 7
+
+
+def numpy_layer(kind, p, s, xi, *, dt=1.0, g_l=0.1, tau_syn=5.0, theta=1.0,
+                tau_adapt=20.0, beta_adapt=1.0, recurrent=False):
+  """The equations of the module docstring, one line each, in float64."""
+  p = {k: np.asarray(v, np.float64) for k, v in p.items()}
+  alpha = math.exp(-dt / tau_syn)
+  beta = 1.0 - g_l * dt
+  gamma = math.exp(-dt / tau_adapt)
+  n_pre = p['w'].shape[0]
+  d = np.zeros(n_pre)
+  v = np.zeros(N_OUT)
+  z = np.zeros(N_OUT)
+  b = np.zeros(N_OUT)
+  zs, vs = [], []
+  for t in range(s.shape[0]):
+    pre = np.concatenate([s[t], z]) if recurrent else s[t]
+    d = alpha * d + pre                                  # D^t
+    current = dt * d @ p['w']                            # dt sum_i W_i D_i^t
+    if kind == 'lif':
+      v = beta * v + current + xi[t] - theta * z
+      z = (v - theta > 0).astype(float)
+    elif kind == 'plif':
+      rho = 1.0 / (1.0 + np.exp(-p['a']))
+      v = rho * v + current + xi[t] - theta * z
+      z = (v - theta > 0).astype(float)
+    elif kind == 'alif':
+      a_prev = theta + beta_adapt * b
+      v = beta * v + current + xi[t] - a_prev * z
+      b = gamma * b + (1 - gamma) * z
+      z = (v - (theta + beta_adapt * b) > 0).astype(float)
+    elif kind == 'dgn':
+      rho = np.clip(1.0 - g_l * dt - dt * d @ p['c'], 0.0, 1.0)
+      v = rho * v + current + xi[t] - theta * z
+      z = (v - theta > 0).astype(float)
+    zs.append(z)
+    vs.append(v)
+  return np.stack(zs), np.stack(vs)
+
+
+def _inputs(seed, n_pre=N_IN):
+  rng = np.random.default_rng(seed)
+  s = (rng.random((T, N_IN)) < 0.3).astype(np.float32)
+  xi = (0.05 * rng.normal(size=(T, N_OUT))).astype(np.float32)
+  return s, xi
+
+
+@pytest.mark.parametrize('kind', cells.CELLS)
+@pytest.mark.parametrize('recurrent', [False, True])
+def test_layer_matches_numpy_transcription(kind, recurrent):
+  cell = cells.Cell(kind=kind, w_gain=2.0, c_init=0.5)
+  s, xi = _inputs(0)
+  n_pre = N_IN + (N_OUT if recurrent else 0)
+  p = cell.init_params(jax.random.key(1), n_pre, N_OUT)
+  if kind == 'plif':  # Heterogeneous decays, as after training.
+    p['a'] = jnp.linspace(0.5, 3.0, N_OUT)
+  z, v = jax.jit(lambda p: cells.run_layer(cell, p, jnp.asarray(s),
+                                           jnp.asarray(xi), recurrent))(p)
+  z_ref, v_ref = numpy_layer(kind, p, s, xi, recurrent=recurrent)
+  assert 0.02 < z_ref.mean() < 0.6  # The test exercises spikes and resets.
+  np.testing.assert_array_equal(np.asarray(z), z_ref)
+  np.testing.assert_allclose(np.asarray(v), v_ref, rtol=1e-4, atol=1e-4)
+
+
+def test_step_matches_run_layer():
+  # The projected-trace scan equals stepping with the raw presynaptic trace.
+  cell = cells.Cell(kind='dgn', w_gain=2.0, c_init=0.5)
+  s, xi = _inputs(1)
+  p = cell.init_params(jax.random.key(2), N_IN, N_OUT)
+  st = cell.init_state(N_OUT)
+  zs = []
+  for t in range(T):
+    st, (z, _) = cell.step(p, st, jnp.asarray(s[t]), jnp.asarray(xi[t]))
+    zs.append(np.asarray(z))
+  z_scan, _ = cells.run_layer(cell, p, jnp.asarray(s), jnp.asarray(xi))
+  np.testing.assert_array_equal(np.stack(zs), np.asarray(z_scan))
+
+
+def test_dgn_with_zero_coupling_is_lif_exactly():
+  s, xi = _inputs(2)
+  lif = cells.Cell(kind='lif', w_gain=2.0)
+  dgn = cells.Cell(kind='dgn', w_gain=2.0)
+  p = lif.init_params(jax.random.key(3), N_IN, N_OUT)
+  z_l, v_l = cells.run_layer(lif, p, jnp.asarray(s), jnp.asarray(xi))
+  z_d, v_d = cells.run_layer(dgn, {**p, 'c': jnp.zeros((N_IN, N_OUT))},
+                             jnp.asarray(s), jnp.asarray(xi))
+  assert float(z_l.mean()) > 0.02
+  np.testing.assert_array_equal(np.asarray(z_d), np.asarray(z_l))
+  np.testing.assert_array_equal(np.asarray(v_d), np.asarray(v_l))
+
+
+def test_dgn_gate_closes_with_input_activity():
+  # rho = 1 - g_l dt - dt D C falls as presynaptic activity grows (C > 0).
+  cell = cells.Cell(kind='dgn', c_init=0.5)
+  p = cell.init_params(jax.random.key(0), N_IN, N_OUT)
+  decays = []
+  for rate in (0.0, 0.1, 0.5):
+    st = cell.init_state(N_OUT)
+    for _ in range(50):
+      st, _ = cell.step(p, st, jnp.full((N_IN,), rate))
+    decays.append(np.clip(1 - cell.g_l - np.asarray(st.dc), 0, 1).mean())
+  assert decays[0] == pytest.approx(cell.beta)
+  assert decays[0] > decays[1] > decays[2]
+
+
+@pytest.mark.parametrize('kind', ['fast_sigmoid', 'arctan'])
+def test_surrogate_used_in_backward_forward_exact(kind):
+  # One step from rest: V = dt * s W, z = H(V - theta). Forward is the exact
+  # step; d z_j / d W_ij = surrogate'(V_j - theta) * dt * s_i.
+  cell = cells.Cell(kind='lif', surrogate=kind, surrogate_scale=5.0)
+  rng = np.random.default_rng(0)
+  s = jnp.asarray((rng.random(N_IN) < 0.5).astype(np.float32))
+  w = jnp.asarray(rng.normal(size=(N_IN, N_OUT)).astype(np.float32))
+
+  def z_of(w):
+    _, (z, v) = cell.step({'w': w}, cell.init_state(N_OUT), s)
+    return z, v
+
+  z, v = z_of(w)
+  np.testing.assert_array_equal(np.asarray(z),
+                                (np.asarray(v) > cell.theta).astype(float))
+  g = jax.jacrev(lambda w: z_of(w)[0])(w)  # [N_OUT, N_IN, N_OUT]
+  sg = surrogate.surrogate_grad(v - cell.theta, kind, 5.0)
+  for j in range(N_OUT):
+    np.testing.assert_allclose(np.asarray(g[j, :, j]),
+                               np.asarray(sg[j] * cell.dt * s), rtol=1e-5)
+
+
+def test_network_shapes_readouts_and_current_noise():
+  x = (jax.random.uniform(jax.random.key(0), (30, 8)) < 0.2).astype(
+      jnp.float32)
+  for readout in network.READOUTS:
+    net = network.SNN(cells.Cell(kind='dgn', w_gain=3.0), (16, 12), 5,
+                      recurrent=True, readout=readout)
+    p = net.init(jax.random.key(1), 8)
+    assert p['layers'][0]['w'].shape == (8 + 16, 16)
+    logits, aux = net.apply(p, x, with_aux=True)
+    assert logits.shape == (5,) and aux['v'].shape == (30, 16)
+    g = jax.grad(lambda p: net.apply(p, x).sum())(p)
+    assert all(np.isfinite(np.asarray(a)).all() for a in jax.tree.leaves(g))
+  net = network.SNN(cells.Cell(kind='lif', w_gain=3.0), (16,), 5)
+  p = net.init(jax.random.key(1), 8)
+  clean = net.apply(p, x)
+  np.testing.assert_array_equal(
+      np.asarray(net.apply(p, x, key=jax.random.key(2), current_noise=0.0)),
+      np.asarray(clean))
+  assert not np.allclose(np.asarray(net.apply(
+      p, x, key=jax.random.key(2), current_noise=0.5)), np.asarray(clean))
+
+
+def test_bad_cell_config_errors():
+  with pytest.raises(ValueError, match='cell kind'):
+    cells.Cell(kind='izhikevich')
+  with pytest.raises(ValueError, match='surrogate'):
+    cells.Cell(surrogate='boxcar')
+  with pytest.raises(ValueError, match='g_l'):
+    cells.Cell(g_l=2.0)
+  with pytest.raises(ValueError, match='readout'):
+    network.SNN(cells.Cell(), (4,), 2, readout='last')
