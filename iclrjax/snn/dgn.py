@@ -21,7 +21,7 @@ set by bisection so both fire at `target_rate`).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,10 +30,10 @@ import numpy as np
 import optax
 
 from iclrjax.core import config as cfg_lib
-from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import supervised
 from iclrjax.snn import cells
 from iclrjax.snn import datasets
 from iclrjax.snn import network
@@ -61,38 +61,18 @@ def make_network(kind: str, num_classes: int,
 
 
 # -- training ------------------------------------------------------------------------
-class TrainState(NamedTuple):
-  params: Any
-  opt_state: Any
-  key: jax.Array
-
-
 def make_trainer(net: network.SNN, train_x: jax.Array, train_y: jax.Array,
                  c: ml_collections.ConfigDict, num_steps: int):
-  """init(key) -> TrainState; step(state, t) -> (state, metrics)."""
-  n, num_inputs = train_x.shape[0], train_x.shape[-1]
+  """init(key) -> TrainState; step(state, t) -> (state, metrics).
+
+  Cross-entropy on the readout logits, BPTT through the whole sequence,
+  Adam with a cosine decay over `num_steps`.
+  """
   tx = optax.adam(optax.cosine_decay_schedule(c.learning_rate, num_steps))
-  apply = jax.vmap(net.apply, in_axes=(None, 0))
-
-  def init(key):
-    k_init, k_data = jax.random.split(key)
-    params = net.init(k_init, num_inputs)
-    return TrainState(params, tx.init(params), k_data)
-
-  def loss_fn(params, x, y):
-    logits = apply(params, x)
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
-    return loss, (jnp.argmax(logits, -1) == y).mean()
-
-  def step(state: TrainState, t: jax.Array):
-    idx = data_lib.batch_indices(state.key, t, n, c.batch_size)
-    (loss, acc), g = jax.value_and_grad(loss_fn, has_aux=True)(
-        state.params, train_x[idx], train_y[idx])
-    upd, opt_state = tx.update(g, state.opt_state, state.params)
-    return (TrainState(optax.apply_updates(state.params, upd), opt_state,
-                       state.key), {'loss': loss, 'accuracy': acc})
-
-  return init, step
+  return supervised.make_classifier_trainer(
+      lambda k: net.init(k, train_x.shape[-1]),
+      jax.vmap(net.apply, in_axes=(None, 0)), train_x, train_y, tx,
+      c.batch_size)
 
 
 def make_evaluator(net: network.SNN, eval_batch: int):

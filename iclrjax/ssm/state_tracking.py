@@ -15,7 +15,7 @@ and GRU baselines; trained by cross-entropy at every position with AdamW
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +29,7 @@ from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import supervised
 from iclrjax.ssm import dcd
 from iclrjax.ssm import groups
 
@@ -84,43 +85,21 @@ def load_split(name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 # -- training ------------------------------------------------------------------------
-class TrainState(NamedTuple):
-  params: Any
-  opt_state: Any
-  key: jax.Array
-
-
 def make_trainer(model: dcd.SeqModel, train_x: jax.Array, train_y: jax.Array,
                  c: ml_collections.ConfigDict):
-  """init(key) -> TrainState; step(state, t) -> (state, metrics)."""
-  n = train_x.shape[0]
+  """init(key) -> TrainState; step(state, t) -> (state, metrics); evaluate."""
   sched = optax.cosine_onecycle_schedule(c.steps, c.learning_rate,
                                          pct_start=c.warmup_frac)
   tx = optax.chain(optax.clip_by_global_norm(c.grad_clip),
                    optax.adamw(sched, weight_decay=c.weight_decay))
   apply = jax.vmap(model.apply, in_axes=(None, 0))
-
-  def init(key):
-    k_init, k_data = jax.random.split(key)
-    params = model.init(k_init, train_x[0])
-    return TrainState(params, tx.init(params), k_data)
-
-  def loss_fn(params, x, y):
-    logits = apply(params, x)
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
-    acc = (jnp.argmax(logits, -1) == y).mean()
-    return loss, acc
-
-  def step(state: TrainState, t: jax.Array):
-    idx = data_lib.batch_indices(state.key, t, n, c.batch_size)
-    (loss, acc), g = jax.value_and_grad(loss_fn, has_aux=True)(
-        state.params, train_x[idx], train_y[idx])
-    upd, opt_state = tx.update(g, state.opt_state, state.params)
-    return (TrainState(optax.apply_updates(state.params, upd), opt_state,
-                       state.key), {'loss': loss, 'accuracy': acc})
+  init, step = supervised.make_classifier_trainer(
+      lambda k: model.init(k, train_x[0]), apply, train_x, train_y, tx,
+      c.batch_size)
 
   @jax.jit
-  def evaluate(states: TrainState, x: jax.Array, y: jax.Array) -> jax.Array:
+  def evaluate(states: supervised.TrainState, x: jax.Array,
+               y: jax.Array) -> jax.Array:
     """Per-position accuracy [S, L] of every seed on (x, y) [N, L]."""
     def one(params):
       logits = jax.lax.map(lambda xb: apply(params, xb),
