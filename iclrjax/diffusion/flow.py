@@ -1,0 +1,302 @@
+"""Rectified flow (flow matching with straight paths): loss, samplers, trainer.
+
+Convention (the one of the BWCache pilot, gen.md section 5.4): t = 0 is data
+and t = 1 is noise,
+
+  x_t = (1 - t) x0 + t eps,      eps ~ N(0, I),
+  v   = d x_t / d t = eps - x0   (the regression target),
+
+  loss = mean over batch and elements of (v_theta(x_t, t) - v)^2,
+
+with t ~ U(0, 1) or logit-normal (t = sigmoid(m + s n), SD3). Sampling
+integrates dx/dt = v_theta(x, t) from t = 1 (noise) down to t = 0 over T
+uniform steps t_k = 1 - k / T with Euler (one velocity call per step) or
+Heun (two; second order). The samplers take any `velocity(x, t)` with t a
+float32 scalar shared by the batch.
+
+For a curved-trajectory comparison (BWCache criterion ii) the module also
+has a VP eps-prediction model: x_t = alpha_t x0 + sigma_t eps with the cosine
+schedule alpha_t = cos(pi/2 * t_max * t), sigma_t = sin(pi/2 * t_max * t)
+(t_max < 1 keeps alpha_1 > 0), the eps loss, and the deterministic DDIM
+sampler (x0_hat = (x - sigma_t eps_hat) / alpha_t,
+x_s = alpha_s x0_hat + sigma_s eps_hat).
+
+`make_trainer(model, train_x, c)` returns (init, step) in the form of
+`core.loop` (init(key) -> state, step(state, t) -> (state, metrics)): AdamW,
+an EMA of the parameters with warm-up, minibatches from
+`core.data.batch_indices(key, t, n, batch_size)`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from iclrjax.core import data as data_lib
+
+Velocity = Callable[[jax.Array, jax.Array], jax.Array]
+
+# alpha_1 = cos(pi/2 * VP_T_MAX) ~ 0.0085: the VP chain ends (t = 1) at almost
+# pure noise while x0_hat = (x - sigma eps) / alpha stays finite.
+VP_T_MAX = 0.9946
+
+
+# ----------------------------------------------------------------------------
+# Data.
+
+
+def digits(split: str = 'train', data_dir: str | None = None) -> np.ndarray:
+  """sklearn 8x8 digits [n, 8, 8, 1] float32, levels 0..16 mapped to [-1, 1].
+
+  Splits (core.data.Digits): 'train' 1437, 'test' 360 examples.
+  """
+  img = data_lib.as_numpy('digits', split, data_dir=data_dir)['image']
+  return (img.astype(np.float32) / 16.0) * 2.0 - 1.0
+
+
+# ----------------------------------------------------------------------------
+# Rectified flow.
+
+
+def _bcast(t: jax.Array, x: jax.Array) -> jax.Array:
+  """t [B] (or scalar) -> broadcastable against x [B, ...]."""
+  t = jnp.asarray(t, x.dtype)
+  return t.reshape(t.shape + (1,) * (x.ndim - t.ndim))
+
+
+def interpolate(x0: jax.Array, eps: jax.Array, t: jax.Array) -> jax.Array:
+  """x_t = (1 - t) x0 + t eps, with t [B] or scalar."""
+  t = _bcast(t, x0)
+  return (1 - t) * x0 + t * eps
+
+
+def velocity_target(x0: jax.Array, eps: jax.Array) -> jax.Array:
+  """d x_t / d t = eps - x0."""
+  return eps - x0
+
+
+def sample_t(key: jax.Array, shape: Sequence[int], dist: str = 'uniform',
+             logit_mean: float = 0.0, logit_std: float = 1.0) -> jax.Array:
+  """Training times: 'uniform' U(0, 1) or 'logit_normal' sigmoid(N(m, s^2))."""
+  if dist == 'uniform':
+    return jax.random.uniform(key, tuple(shape))
+  if dist == 'logit_normal':
+    return jax.nn.sigmoid(logit_mean +
+                          logit_std * jax.random.normal(key, tuple(shape)))
+  raise ValueError(f"t_dist must be 'uniform' or 'logit_normal', got {dist!r}")
+
+
+def flow_loss(velocity: Velocity, x0: jax.Array, key: jax.Array,
+              t_dist: str = 'uniform', logit_mean: float = 0.0,
+              logit_std: float = 1.0) -> jax.Array:
+  """Rectified-flow loss mean (v_theta(x_t, t) - (eps - x0))^2.
+
+  Args:
+    velocity: (x_t [B, ...], t [B]) -> v [B, ...].
+    x0: data batch [B, ...].
+    key: draws t [B] and eps.
+    t_dist, logit_mean, logit_std: see `sample_t`.
+
+  Returns:
+    scalar: the squared error averaged over the batch and all elements.
+  """
+  k_t, k_eps = jax.random.split(key)
+  t = sample_t(k_t, x0.shape[:1], t_dist, logit_mean, logit_std)
+  eps = jax.random.normal(k_eps, x0.shape, x0.dtype)
+  v = velocity(interpolate(x0, eps, t), t)
+  return jnp.mean((v - velocity_target(x0, eps)) ** 2)
+
+
+def time_grid(num_steps: int, t_start: float = 1.0, t_end: float = 0.0
+              ) -> jax.Array:
+  """The T + 1 uniform times t_k = t_start + (t_end - t_start) k / T."""
+  return jnp.linspace(t_start, t_end, num_steps + 1, dtype=jnp.float32)
+
+
+def euler_update(x: jax.Array, v: jax.Array, t: jax.Array, s: jax.Array
+                 ) -> jax.Array:
+  """One Euler step of dx/dt = v from t to s."""
+  return x + (s - t) * v
+
+
+def euler_sample(velocity: Velocity, x1: jax.Array, num_steps: int,
+                 t_start: float = 1.0, t_end: float = 0.0) -> jax.Array:
+  """Euler from t_start (noise x1) to t_end over `num_steps` uniform steps."""
+  ts = time_grid(num_steps, t_start, t_end)
+
+  def body(x, k):
+    t, s = ts[k], ts[k + 1]
+    return euler_update(x, velocity(x, t), t, s), None
+
+  return jax.lax.scan(body, x1, jnp.arange(num_steps))[0]
+
+
+def heun_sample(velocity: Velocity, x1: jax.Array, num_steps: int,
+                t_start: float = 1.0, t_end: float = 0.0) -> jax.Array:
+  """Heun (explicit trapezoid; 2nd order): 2 velocity calls per step.
+
+  x' = x + h v(x, t);  x_next = x + h/2 (v(x, t) + v(x', s)),  h = s - t.
+  The corrector also runs on the last step (v is evaluated at t_end).
+  """
+  ts = time_grid(num_steps, t_start, t_end)
+
+  def body(x, k):
+    t, s = ts[k], ts[k + 1]
+    v = velocity(x, t)
+    x_pred = x + (s - t) * v
+    return x + 0.5 * (s - t) * (v + velocity(x_pred, s)), None
+
+  return jax.lax.scan(body, x1, jnp.arange(num_steps))[0]
+
+
+# ----------------------------------------------------------------------------
+# VP eps-prediction (curved trajectories) and DDIM.
+
+
+def vp_alpha_sigma(t: jax.Array, t_max: float = VP_T_MAX
+                   ) -> tuple[jax.Array, jax.Array]:
+  """Cosine VP schedule: (cos(pi/2 t_max t), sin(pi/2 t_max t))."""
+  u = 0.5 * math.pi * t_max * jnp.asarray(t, jnp.float32)
+  return jnp.cos(u), jnp.sin(u)
+
+
+def vp_eps_loss(eps_fn: Velocity, x0: jax.Array, key: jax.Array,
+                t_dist: str = 'uniform', logit_mean: float = 0.0,
+                logit_std: float = 1.0) -> jax.Array:
+  """mean (eps_theta(alpha_t x0 + sigma_t eps, t) - eps)^2."""
+  k_t, k_eps = jax.random.split(key)
+  t = sample_t(k_t, x0.shape[:1], t_dist, logit_mean, logit_std)
+  eps = jax.random.normal(k_eps, x0.shape, x0.dtype)
+  a, s = vp_alpha_sigma(t)
+  x_t = _bcast(a, x0) * x0 + _bcast(s, x0) * eps
+  return jnp.mean((eps_fn(x_t, t) - eps) ** 2)
+
+
+def ddim_update(x: jax.Array, eps: jax.Array, t: jax.Array, s: jax.Array
+                ) -> jax.Array:
+  """Deterministic DDIM step from t to s given the eps prediction."""
+  a_t, s_t = vp_alpha_sigma(t)
+  a_s, s_s = vp_alpha_sigma(s)
+  x0_hat = (x - s_t * eps) / a_t
+  return a_s * x0_hat + s_s * eps
+
+
+def ddim_sample(eps_fn: Velocity, x1: jax.Array, num_steps: int) -> jax.Array:
+  """DDIM (eta = 0) from t = 1 (x1 ~ N(0, I)) to t = 0 over uniform steps."""
+  ts = time_grid(num_steps)
+
+  def body(x, k):
+    t, s = ts[k], ts[k + 1]
+    return ddim_update(x, eps_fn(x, t), t, s), None
+
+  return jax.lax.scan(body, x1, jnp.arange(num_steps))[0]
+
+
+UPDATES = {'euler': euler_update, 'ddim': ddim_update}
+OBJECTIVES = {'flow': flow_loss, 'vp_eps': vp_eps_loss}
+
+
+# ----------------------------------------------------------------------------
+# Trainer.
+
+
+class TrainState(NamedTuple):
+  params: Any
+  opt_state: Any
+  ema: Any          # EMA of params (use it for sampling)
+  key: jax.Array    # raw key: minibatch order and noise, folded with the step
+
+
+def _get(c: Any, name: str, default: Any) -> Any:
+  if isinstance(c, dict):
+    return c.get(name, default)
+  try:
+    return getattr(c, name)
+  except (AttributeError, KeyError):
+    return default
+
+
+def ema_decay(d: float, t: jax.Array) -> jax.Array:
+  """Warm-up decay d_t = min(d, (1 + t) / (10 + t)) at step index t."""
+  t = jnp.asarray(t, jnp.float32)
+  return jnp.minimum(d, (1.0 + t) / (10.0 + t))
+
+
+def make_trainer(model, train_x: jax.Array, c: Any):
+  """(init, step) for training `model` (e.g. a DiT) on `train_x`.
+
+  Args:
+    model: a flax module called as model.apply(params, x [B, ...], t [B]);
+      it predicts the velocity (objective 'flow') or eps ('vp_eps').
+    train_x: the whole training set [n, ...] (e.g. `digits()`), kept in the
+      closure (on device).
+    c: config (ConfigDict, dict or any object with attributes); optional
+      fields with defaults: batch_size 128, learning_rate 1e-3,
+      weight_decay 0.0, b1 0.9, b2 0.999, warmup_steps 0 (linear LR
+      warm-up), grad_clip 1.0 (global norm; 0 disables), ema_decay 0.999,
+      objective 'flow' | 'vp_eps', t_dist 'uniform' | 'logit_normal',
+      logit_mean 0.0, logit_std 1.0.
+
+  Returns:
+    init(key) -> TrainState and step(state, t) -> (state, metrics) with
+    metrics {'loss', 'grad_norm', 'ema_decay'}; the loss is that of the
+    minibatch before the update.
+  """
+  train_x = jnp.asarray(train_x)
+  n = train_x.shape[0]
+  batch_size = int(_get(c, 'batch_size', 128))
+  lr = float(_get(c, 'learning_rate', 1e-3))
+  warmup = int(_get(c, 'warmup_steps', 0))
+  sched = (optax.linear_schedule(0.0, lr, warmup) if warmup > 0 else lr)
+  clip = float(_get(c, 'grad_clip', 1.0))
+  adamw = optax.adamw(sched, b1=float(_get(c, 'b1', 0.9)),
+                      b2=float(_get(c, 'b2', 0.999)),
+                      weight_decay=float(_get(c, 'weight_decay', 0.0)))
+  tx = optax.chain(optax.clip_by_global_norm(clip), adamw) if clip > 0 else (
+      adamw)
+  decay = float(_get(c, 'ema_decay', 0.999))
+  objective = str(_get(c, 'objective', 'flow'))
+  if objective not in OBJECTIVES:
+    raise ValueError(f'objective must be one of {sorted(OBJECTIVES)}, got '
+                     f'{objective!r}')
+  loss_kwargs = dict(t_dist=str(_get(c, 't_dist', 'uniform')),
+                     logit_mean=float(_get(c, 'logit_mean', 0.0)),
+                     logit_std=float(_get(c, 'logit_std', 1.0)))
+  objective_fn = OBJECTIVES[objective]
+
+  def init(key: jax.Array) -> TrainState:
+    k_init, k_run = jax.random.split(key)
+    params = model.init(k_init, train_x[:1], jnp.zeros((1,), jnp.float32))
+    return TrainState(params, tx.init(params), params, k_run)
+
+  def loss_fn(params, x0, key):
+    return objective_fn(lambda x, t: model.apply(params, x, t), x0, key,
+                        **loss_kwargs)
+
+  def step(state: TrainState, t: jax.Array):
+    k_batch, k_noise = jax.random.split(state.key)
+    idx = data_lib.batch_indices(k_batch, t, n, batch_size)
+    loss, g = jax.value_and_grad(loss_fn)(
+        state.params, train_x[idx], jax.random.fold_in(k_noise, t))
+    updates, opt_state = tx.update(g, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    d = ema_decay(decay, t)
+    ema = jax.tree.map(lambda e, p: d * e + (1 - d) * p, state.ema, params)
+    metrics = {'loss': loss, 'grad_norm': optax.tree.norm(g),
+               'ema_decay': d}
+    return TrainState(params, opt_state, ema, state.key), metrics
+
+  return init, step
+
+
+__all__: Sequence[str] = [
+    'OBJECTIVES', 'TrainState', 'UPDATES', 'VP_T_MAX', 'ddim_sample',
+    'ddim_update', 'digits', 'ema_decay', 'euler_sample', 'euler_update',
+    'flow_loss', 'heun_sample', 'interpolate', 'make_trainer', 'sample_t',
+    'time_grid', 'velocity_target', 'vp_alpha_sigma', 'vp_eps_loss']

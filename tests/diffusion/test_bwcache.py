@@ -1,0 +1,201 @@
+"""BWCache sampler: indicator, exact schedule rule, equivalence, baselines."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from iclrjax.diffusion import bwcache
+from iclrjax.diffusion import dit
+from iclrjax.diffusion import flow
+
+DEPTH = 2
+
+
+@pytest.fixture(scope='module')
+def setup():
+  """A tiny DiT with N(0, 0.1^2) params (its adaLN-zero init outputs 0)."""
+  model = dit.DiT(patch=2, width=32, depth=DEPTH, heads=4)
+  x1 = jax.random.normal(jax.random.key(0), (8, 8, 8, 1))
+  shapes = jax.eval_shape(model.init, jax.random.key(0), x1, jnp.zeros(8))
+  rng = np.random.default_rng(1)
+  params = jax.tree.map(
+      lambda s: (0.1 * rng.standard_normal(s.shape)).astype(s.dtype), shapes)
+  return model, params, x1
+
+
+def test_indicator_matches_numpy():
+  rng = np.random.default_rng(0)
+  hs_prev = rng.normal(size=(3, 4, 5, 6)).astype(np.float32)
+  hs = hs_prev + 0.1 * rng.normal(size=hs_prev.shape).astype(np.float32)
+  per_block = [np.abs(hs[i] - hs_prev[i]).sum() / np.abs(hs_prev[i]).sum()
+               for i in range(3)]
+  np.testing.assert_allclose(bwcache.rel_l1(hs[1], hs_prev[1]), per_block[1],
+                             rtol=1e-5)
+  np.testing.assert_allclose(bwcache.indicator(hs, hs_prev),
+                             np.mean(per_block), rtol=1e-5)
+  np.testing.assert_allclose(bwcache.indicator(hs, hs_prev, blocks=(0, 2)),
+                             (per_block[0] + per_block[2]) / 2, rtol=1e-5)
+  # Hand-checkable: |1.1 - 1| / |1| = 0.1 and |-3 - (-2)| / |-2| = 0.5.
+  np.testing.assert_allclose(
+      bwcache.indicator(jnp.array([[1.1, 1.1], [-3.0, -3.0]]),
+                        jnp.array([[1.0, 1.0], [-2.0, -2.0]])), 0.3,
+      rtol=1e-6)
+
+
+def test_schedule_rule_in_python():
+  """The counting rule (delta = inf) on small cases, by hand."""
+  # T = 10, R = 2: trigger at k = 1, horizon e = 1 + (10 - 1 - 1) // 2 = 5;
+  # skip 2, 3; compute 4 (trigger); skip 5; 6 is past e: compute 6..9.
+  np.testing.assert_array_equal(
+      bwcache.expected_computed_steps(10, 2).astype(int),
+      [1, 1, 0, 0, 1, 0, 1, 1, 1, 1])
+  # R = 3: skip 2, 3, 4; compute 5 (= e, so it cannot trigger); 6..9.
+  np.testing.assert_array_equal(
+      bwcache.expected_computed_steps(10, 3).astype(int),
+      [1, 1, 0, 0, 0, 1, 1, 1, 1, 1])
+  # The pilot's T = 50 counts (gen.md 5.4: 180 and 204 evals at N = 6).
+  assert bwcache.expected_computed_steps(50, 5).sum() == 30
+  assert bwcache.expected_computed_steps(50, 2).sum() == 34
+  # No trigger before step 4: k = 4, e = 4 + 5 // 2 = 6: skip 5, 6.
+  np.testing.assert_array_equal(
+      bwcache.expected_computed_steps(10, 2, lambda k: k >= 4).astype(int),
+      [1, 1, 1, 1, 1, 0, 0, 1, 1, 1])
+  assert bwcache.expected_computed_steps(10, 0).all()  # R = 0: no reuse
+
+
+def test_delta_zero_equals_uncached(setup):
+  model, params, x1 = setup
+  T = 10
+  ref = bwcache.reference_sample(model, params, x1, T)
+  res = bwcache.make_sampler(model, T)(params, x1, 0.0, 2)
+  assert int(ref.block_evals) == int(res.block_evals) == T * DEPTH
+  assert np.all(np.asarray(res.computed)) and not np.any(res.triggered)
+  # Same arithmetic; bitwise equal on the dev machine, but XLA may fuse the
+  # cond branch differently from the inlined uncached body, so allow float32
+  # rounding (a width-64 model differed by ~1e-7, PSNR 146 dB).
+  np.testing.assert_allclose(res.samples, ref.samples, atol=1e-6, rtol=0)
+  np.testing.assert_allclose(res.indicator, ref.indicator, rtol=1e-6)
+  assert np.isnan(ref.indicator[0]) and np.all(ref.indicator[1:] > 0)
+  # And the uncached pieces sampler is plain Euler on model.apply.
+  plain = jax.jit(lambda p, x: flow.euler_sample(
+      lambda x, t: model.apply(p, x, t), x, T))(params, x1)
+  np.testing.assert_allclose(ref.samples, plain, atol=1e-5, rtol=1e-5)
+  assert np.abs(np.asarray(ref.samples - x1)).max() > 0.1  # non-trivial
+
+
+def test_delta_inf_follows_schedule_rule(setup):
+  model, params, x1 = setup
+  f10 = bwcache.make_sampler(model, 10)
+  res = f10(params, x1, jnp.inf, 2)
+  np.testing.assert_array_equal(np.asarray(res.computed).astype(int),
+                                [1, 1, 0, 0, 1, 0, 1, 1, 1, 1])
+  np.testing.assert_array_equal(np.asarray(res.triggered).astype(int),
+                                [0, 1, 0, 0, 1, 0, 0, 0, 0, 0])
+  assert int(res.block_evals) == 7 * DEPTH
+  ind = np.asarray(res.indicator)
+  np.testing.assert_array_equal(np.isnan(ind), ~np.asarray(res.computed) |
+                                (np.arange(10) == 0))
+  for T, f in ((10, f10), (50, bwcache.make_sampler(model, 50))):
+    for R in (1, 2, 3, 5):
+      res = f(params, x1, jnp.inf, R)
+      expected = bwcache.expected_computed_steps(T, R)
+      np.testing.assert_array_equal(res.computed, expected)
+      assert int(res.block_evals) == expected.sum() * DEPTH
+  assert int(f(params, x1, jnp.inf, 5).block_evals) == 30 * DEPTH
+
+
+def _python_bwcache(model, params, x1, T, delta, R):
+  """Independent re-implementation: a Python loop over jitted pieces."""
+  embed, block, final = dit.pieces(model, params)
+  embed = jax.jit(embed)
+  block = jax.jit(block, static_argnums=2)
+  final = jax.jit(final, static_argnums=2)
+  hwc = x1.shape[-3:]
+  ts = np.asarray(flow.time_grid(T))
+  x, prev, h_cache = x1, None, None
+  skip_left, horizon, first_done = 0, -1, False
+  computed, ind_all, evals = [], [], 0
+  for s in range(T):
+    h, cond = embed(x, ts[s])
+    if skip_left > 0 and s <= horizon:  # reuse: blocks skipped
+      skip_left -= 1
+      out = final(h_cache, cond, hwc)
+      computed.append(False)
+      ind_all.append(np.nan)
+    else:
+      hs = []
+      for i in range(DEPTH):
+        h = block(h, cond, i)
+        hs.append(np.asarray(h))
+      evals += DEPTH
+      ind = np.nan
+      if prev is not None:
+        ind = np.mean([np.abs(hs[i] - prev[i]).sum() / np.abs(prev[i]).sum()
+                       for i in range(DEPTH)])
+      e = horizon if first_done else s + (T - 1 - s) // 2
+      if prev is not None and ind < delta and s < e:
+        horizon, first_done, skip_left = e, True, R
+      else:
+        skip_left = 0
+      prev, h_cache = hs, h
+      out = final(h, cond, hwc)
+      computed.append(True)
+      ind_all.append(ind)
+    x = x + (ts[s + 1] - ts[s]) * out
+  return np.asarray(x), evals, np.array(computed), np.array(ind_all)
+
+
+def test_matches_python_loop_with_data_dependent_triggers(setup):
+  model, params, x1 = setup
+  T, R = 16, 2
+  curve = np.asarray(bwcache.reference_sample(model, params, x1,
+                                              T).indicator[1:])
+  delta = float(np.quantile(curve, 0.4))  # some steps trigger, some not
+  x, evals, computed, ind = _python_bwcache(model, params, x1, T, delta, R)
+  assert 0 < (~computed).sum() < T // 2  # reuse happened, not always
+  ok = ~np.isnan(ind)
+  assert np.min(np.abs(ind[ok] - delta)) > 1e-4  # decisions are robust
+  res = bwcache.make_sampler(model, T)(params, x1, delta, R)
+  np.testing.assert_array_equal(res.computed, computed)
+  assert int(res.block_evals) == evals
+  np.testing.assert_allclose(res.indicator, ind, rtol=1e-4)
+  np.testing.assert_allclose(res.samples, x, atol=1e-5, rtol=1e-5)
+
+
+def test_ddim_sampler_path(setup):
+  model, params, x1 = setup
+  T = 10
+  f = bwcache.make_sampler(model, T, sampler='ddim', indicator_blocks=(1,))
+  res0 = f(params, x1, 0.0, 2)
+  plain = jax.jit(lambda p, x: flow.ddim_sample(
+      lambda x, t: model.apply(p, x, t), x, T))(params, x1)
+  np.testing.assert_allclose(res0.samples, plain, atol=1e-4, rtol=1e-4)
+  assert int(res0.block_evals) == T * DEPTH
+  assert int(f(params, x1, jnp.inf, 2).block_evals) == 7 * DEPTH
+
+
+def test_psnr_and_sweep(setup):
+  model, params, x1 = setup
+  a = np.zeros((2, 4))
+  b = a + 0.1  # MSE 0.01 -> 10 log10(4 / 0.01)
+  assert bwcache.psnr(a, b) == pytest.approx(10 * np.log10(400.0))
+  assert bwcache.psnr(a, b, data_range=1.0) == pytest.approx(20.0)
+  b[1] = 0.2  # per-image: mean of 26.02 and 20.0 dB
+  assert bwcache.psnr(a, b, per_image=True) == pytest.approx(
+      (10 * np.log10(400.0) + 10 * np.log10(100.0)) / 2)
+  assert bwcache.psnr(a, a) == np.inf
+  assert bwcache.equal_compute_steps(198, 6) == 33
+  out = bwcache.delta_sweep(model, params, x1, 10, [0.0, np.inf],
+                            reuse_steps=(2,))
+  assert out['reference']['block_evals'] == 10 * DEPTH
+  assert out['reference']['indicator'].shape == (10,)
+  never, always = out['rows']
+  assert never['block_evals'] == 10 * DEPTH and never['psnr'] == np.inf
+  assert never['uniform_steps'] == 10 and never['uniform_psnr'] == np.inf
+  assert always['block_evals'] == 7 * DEPTH
+  assert always['speedup'] == pytest.approx(10 / 7)
+  assert always['reuse_fraction'] == pytest.approx(0.3)
+  assert always['uniform_steps'] == 7
+  assert always['uniform_block_evals'] == 7 * DEPTH
+  assert np.isfinite(always['psnr']) and np.isfinite(always['uniform_psnr'])
