@@ -1,0 +1,112 @@
+"""Noise schedules as pure functions: VP (VDM scalar gamma), VE, rectified flow.
+
+Three forward processes x_t = a(t) x_0 + b(t) eps, eps ~ N(0, I):
+
+* VP, in VDM's log-SNR form (Kingma et al. 2021, "Variational Diffusion
+  Models", Sec. 3): gamma(t) = -log SNR(t), alpha_t^2 = sigmoid(-gamma(t)),
+  sigma_t^2 = sigmoid(gamma(t)), so alpha^2 + sigma^2 = 1 and
+  SNR = alpha^2 / sigma^2 = exp(-gamma). The "learnable_scalar" schedule of
+  google-research/vdm `model_vdm.py` (`NoiseSchedule_Scalar`) is linear in t
+  with two parameters, gamma(t) = b + |w| t (|w| keeps it increasing), so
+  gamma(0) = b = gamma_min and gamma(1) = b + |w| = gamma_max; VDM's CIFAR-10
+  config initialises gamma_min = -13.3, gamma_max = 5.
+* VE, as QDPM uses: x_t = x_0 + t eps for t in [0, inf), so sigma = t and
+  SNR(t) = t^-2. VDM's continuous-time diffusion loss weight -SNR'(t) / 2 is
+  then exactly t^-3 (see `ve_elbo_weight`).
+* Rectified flow: x_t = (1 - t) x_0 + t eps for t in [0, 1], with velocity
+  target dx_t/dt = eps - x_0.
+
+Every function broadcasts over leading axes; time arguments broadcast
+against the data (pass t[:, None] for a batch of [B, D] data).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+# VDM's configs/cifar10.py: gamma_min = -13.3, gamma_max = 5.0.
+GAMMA_MIN_INIT = -13.3
+GAMMA_MAX_INIT = 5.0
+
+GammaFn = Callable[[jax.Array], jax.Array]
+
+
+# -- VP: learnable scalar gamma (VDM) -----------------------------------------------
+def vp_init(gamma_min: float = GAMMA_MIN_INIT,
+            gamma_max: float = GAMMA_MAX_INIT) -> dict[str, jax.Array]:
+  """Parameters {'b', 'w'} of gamma(t) = b + |w| t with the given endpoints."""
+  if not gamma_max > gamma_min:
+    raise ValueError(f'Need gamma_max > gamma_min, got {gamma_min}, '
+                     f'{gamma_max}.')
+  return {'b': jnp.asarray(gamma_min, jnp.float32),
+          'w': jnp.asarray(gamma_max - gamma_min, jnp.float32)}
+
+
+def vp_gamma(params: dict[str, jax.Array], t: jax.Array) -> jax.Array:
+  """gamma(t) = -log SNR(t) = b + |w| t (VDM `NoiseSchedule_Scalar`)."""
+  return params['b'] + jnp.abs(params['w']) * t
+
+
+def vp_endpoints(params: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+  """(gamma_min, gamma_max) = (gamma(0), gamma(1))."""
+  return vp_gamma(params, 0.0), vp_gamma(params, 1.0)
+
+
+def vp_alpha_sigma(gamma: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(alpha, sigma) with alpha^2 = sigmoid(-gamma), sigma^2 = sigmoid(gamma)."""
+  return jnp.sqrt(jax.nn.sigmoid(-gamma)), jnp.sqrt(jax.nn.sigmoid(gamma))
+
+
+def vp_snr(gamma: jax.Array) -> jax.Array:
+  """SNR = alpha^2 / sigma^2 = exp(-gamma)."""
+  return jnp.exp(-gamma)
+
+
+def vp_diffuse(x0: jax.Array, eps: jax.Array, gamma: jax.Array) -> jax.Array:
+  """z_t = alpha_t x_0 + sigma_t eps."""
+  alpha, sigma = vp_alpha_sigma(gamma)
+  return alpha * x0 + sigma * eps
+
+
+def dgamma_dt(gamma_fn: GammaFn, t: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(gamma(t), gamma'(t)) by forward-mode autodiff (`jax.jvp`), as VDM does.
+
+  Elementwise: `gamma_fn` must map each t independently (any schedule does).
+  """
+  t = jnp.asarray(t, jnp.float32)
+  return jax.jvp(gamma_fn, (t,), (jnp.ones_like(t),))
+
+
+# -- VE (QDPM) ------------------------------------------------------------------------
+def ve_diffuse(x0: jax.Array, eps: jax.Array, t: jax.Array) -> jax.Array:
+  """x_t = x_0 + t eps."""
+  return x0 + t * eps
+
+
+def ve_snr(t: jax.Array) -> jax.Array:
+  """SNR(t) = t^-2."""
+  return t ** -2.0
+
+
+def ve_elbo_weight(t: jax.Array) -> jax.Array:
+  """-SNR'(t) / 2 = t^-3: the weight of ||x_0 - xhat||^2 in the continuous ELBO.
+
+  VDM Eq. 15: L_inf = -1/2 E int SNR'(t) ||x - xhat(z_t, t)||^2 dt. With
+  SNR = t^-2, SNR' = -2 t^-3, so the weight is t^-3 with factor 1 (QDPM
+  Eq. 19 has no extra 1/2).
+  """
+  return t ** -3.0
+
+
+# -- Rectified flow -----------------------------------------------------------------
+def rf_interpolate(x0: jax.Array, eps: jax.Array, t: jax.Array) -> jax.Array:
+  """x_t = (1 - t) x_0 + t eps (t = 0: data, t = 1: noise)."""
+  return (1.0 - t) * x0 + t * eps
+
+
+def rf_velocity(x0: jax.Array, eps: jax.Array) -> jax.Array:
+  """The velocity target d x_t / dt = eps - x_0 (independent of t)."""
+  return eps - x0
