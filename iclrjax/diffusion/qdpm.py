@@ -626,3 +626,331 @@ def vdm_sample(net: Net, params: dict[str, Any], key: jax.Array,
   z0 = z / schedules.vp_alpha_sigma(g0)[0]
   logp = lik.grid_decoder_logprobs(z0, g0, levels)
   return levels[jnp.argmax(logp, axis=-1)], z0
+
+
+# -- the experiment ---------------------------------------------------------------------
+MODELS = ('qdpm', 'vdm', 've')
+DATASETS = ('digits', 'known_entropy')
+# The paper's CIFAR-10 test NLLs (bits/dim; secondary notes, check the PDF):
+# QDPM 0.27 (claimed), VDM 2.65 (no augmentation).
+PAPER_CIFAR10_BPD = {'qdpm': 0.27, 'vdm': 2.65}
+
+
+def experiment_schema() -> dict[str, Any]:
+  from iclrjax.core import config as cfg_lib  # pylint: disable=g-import-not-at-top
+  pos = cfg_lib.Float(min=0.0, min_inclusive=False)
+  return {
+      'datasets': cfg_lib.Seq(item=cfg_lib.Choice(*DATASETS), min_len=1),
+      'models': cfg_lib.Seq(item=cfg_lib.Choice(*MODELS), min_len=1),
+      'scale': cfg_lib.Choice('integer', '[-1,1]'),
+      'time_sampling': cfg_lib.Choice('log_t', 'u'),
+      'known_entropy.num_prototypes': cfg_lib.Int(min=1),
+      'known_entropy.noise': pos,
+      'known_entropy.num_train': cfg_lib.Int(min=1),
+      'known_entropy.num_test': cfg_lib.Int(min=1),
+      'known_entropy.entropy_draws': cfg_lib.Int(min=100),
+      'width': cfg_lib.Int(min=1),
+      'blocks': cfg_lib.Int(min=1),
+      'fourier': cfg_lib.Seq(item=cfg_lib.Int(), min_len=2, max_len=2,
+                             nullable=True),
+      'train_steps': cfg_lib.Int(min=1),
+      'batch_size': cfg_lib.Int(min=1),
+      'learning_rate': pos,
+      'weight_decay': cfg_lib.Float(min=0.0),
+      'ema_decay': cfg_lib.Float(min=0.0, max=1.0, max_inclusive=False),
+      'eval_examples': cfg_lib.Int(min=1, help='test examples for the NLL'),
+      'num_strata': cfg_lib.Int(min=2, help='quadrature strata per example'),
+      'umc_examples': cfg_lib.Int(min=1),
+      'umc_draws': cfg_lib.Int(min=1, help='u ~ U(0,1) draws per example'),
+      'num_samples': cfg_lib.Int(min=1),
+      'sample_steps': cfg_lib.Int(min=2),
+      'steps_per_chunk': cfg_lib.Int(min=1),
+      'log_every': cfg_lib.Int(min=1),
+  }
+
+
+def check_experiment(c) -> None:
+  from iclrjax.core import config as cfg_lib  # pylint: disable=g-import-not-at-top
+  cfg_lib.check(c.umc_examples <= c.eval_examples, 'umc_examples',
+                c.umc_examples, f'must be <= eval_examples={c.eval_examples}')
+
+
+def make_net(c, dim: int):
+  from iclrjax.diffusion import nets  # pylint: disable=g-import-not-at-top
+  module = nets.ResMLP(out_dim=dim, width=c.width, blocks=c.blocks,
+                       fourier=tuple(c.fourier) if c.fourier else None)
+  return module, (lambda p, x, cc: module.apply(p, x, cc))
+
+
+def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array):
+  """(init, step) for model `kind` on train_x [N, D] (grid values).
+
+  AdamW with cosine decay, EMA of the parameters (warm-up); the loss is the
+  model's NLL bound per example in nats (QDPM: Eq. 22 without its constant;
+  VDM: its continuous-time VLB; plain VE: Eq. 19 from t_min); the metric
+  `bpd` adds QDPM's constant D ln K back, so all three are bounds in bits/dim.
+  """
+  import optax  # pylint: disable=g-import-not-at-top
+  from iclrjax.core import data as data_lib  # pylint: disable=g-import-not-at-top
+  from iclrjax.diffusion import flow  # pylint: disable=g-import-not-at-top
+  from iclrjax.diffusion import nets  # pylint: disable=g-import-not-at-top
+  n, dim = train_x.shape
+  module, net = make_net(c, dim)
+  tx = optax.adamw(optax.cosine_decay_schedule(c.learning_rate, c.train_steps),
+                   weight_decay=c.weight_decay)
+  const = dim * np.log(len(levels))  # QDPM: the bound minus Eq. 22's loss.
+
+  def init(key):
+    k_init, k_run = jax.random.split(key)
+    p = module.init(k_init, train_x[0], jnp.float32(0.5))
+    if kind == 'vdm':
+      p = vdm_init(p)
+    return flow.TrainState(p, tx.init(p), p, k_run)
+
+  def loss_fn(p, x0, key):
+    if kind == 'qdpm':
+      value = loss(net, p, x0, key, levels,
+                   time_sampling=c.time_sampling)[0].mean() + const
+    elif kind == 'vdm':
+      value = vdm_loss(net, p, x0, key, levels)[0].mean()
+    else:
+      value = plain_loss(net, p, x0, key, levels).mean()
+    return value
+
+  def step(state, t):
+    k_batch, k_noise = jax.random.split(state.key)
+    idx = data_lib.batch_indices(k_batch, t, n, c.batch_size)
+    value, g = jax.value_and_grad(loss_fn)(
+        state.params, train_x[idx], jax.random.fold_in(k_noise, t))
+    upd, opt_state = tx.update(g, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, upd)
+    ema = nets.ema_update(state.ema, params,
+                          nets.ema_decay_warmup(t, c.ema_decay))
+    return (flow.TrainState(params, opt_state, ema, state.key),
+            {'bpd': value / (dim * np.log(2.0))})
+
+  return init, step, net
+
+
+def load_dataset(name: str, c) -> tuple[np.ndarray, np.ndarray, Any]:
+  """(train, test) as integer levels [N, 64] and the known entropy (or None)."""
+  from iclrjax.diffusion import images  # pylint: disable=g-import-not-at-top
+  if name == 'digits':
+    return images.digits('train'), images.digits('test'), None
+  k = c.known_entropy
+  ds = images.known_entropy_builder(
+      num_prototypes=k.num_prototypes, noise=k.noise, num_train=k.num_train,
+      num_test=k.num_test, seed=c.seed)
+  params = images.known_entropy_params(num_prototypes=k.num_prototypes,
+                                       noise=k.noise, seed=c.seed)
+  h, se = images.known_entropy(params, n_mc=k.entropy_draws, seed=c.seed + 1)
+  return (images.load_images(ds, 'train'), images.load_images(ds, 'test'),
+          (float(h), float(se)))
+
+
+def _nll(kind, net, params, x0, key, levels, c):
+  """Per-example NLL bound (nats) by the quadrature estimators."""
+  if kind == 'qdpm':
+    return bound_quadrature(net, params, x0, key, levels,
+                            num_strata=c.num_strata)
+  if kind == 'vdm':
+    return vdm_nll(net, params, x0, key, levels, num_strata=c.num_strata)[0]
+  return plain_nll(net, params, x0, key, levels, num_strata=c.num_strata)[0]
+
+
+def _sample(kind, net, params, key, levels, c, dim, order=1):
+  if kind == 'qdpm':
+    return sample(net, params, key, c.num_samples, dim, levels,
+                  num_steps=c.sample_steps, order=order,
+                  kind='log_t' if c.time_sampling == 'log_t' else 'u')
+  if kind == 'vdm':
+    return vdm_sample(net, params, key, c.num_samples, dim, levels,
+                      num_steps=c.sample_steps)[0]
+  return plain_sample(net, params, key, c.num_samples, dim, levels,
+                      num_steps=c.sample_steps)
+
+
+def _bpd(est: lik.Estimate, dim: int) -> tuple[float, float]:
+  """Mean over examples (bits/dim) and its standard error."""
+  v = np.asarray(est.value, np.float64) / (dim * np.log(2.0))
+  return float(v.mean()), float(v.std(ddof=1) / np.sqrt(max(1, v.size - 1)))
+
+
+def run(r):
+  """Trains every (dataset, model) with the same network and steps, then
+  estimates test NLLs two ways and samples (launch.Run -> launch.Result)."""
+  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
+  from iclrjax.diffusion import images  # pylint: disable=g-import-not-at-top
+  cfg = r.config
+  metrics: dict[str, np.ndarray] = {}
+  extra: dict[str, Any] = {'paper_cifar10_bpd': PAPER_CIFAR10_BPD}
+  samples = {}
+  for ds in cfg.datasets:
+    train_int, test_int, entropy = load_dataset(ds, cfg)
+    levels = jnp.asarray(images.grid(17, cfg.scale), jnp.float32)
+    scale = lambda x: jnp.asarray(images.to_scale(x, cfg.scale), jnp.float32)
+    train_x, test_x = scale(train_int), scale(test_int)[:cfg.eval_examples]
+    dim = train_x.shape[1]
+    if entropy is not None:
+      metrics[f'entropy_bpd/{ds}'] = np.full((cfg.num_seeds,), entropy[0])
+      metrics[f'entropy_se/{ds}'] = np.full((cfg.num_seeds,), entropy[1])
+    for kind in cfg.models:
+      init, step, net = make_trainer(kind, cfg, train_x, levels)
+      out = r.train(init, step, num_steps=cfg.train_steps,
+                    chunk_size=min(cfg.steps_per_chunk, cfg.train_steps),
+                    phase=f'{ds}_{kind}', log_every=cfg.log_every,
+                    postfix_keys=('bpd',))
+      nll = jax.jit(lambda p, x, k, kind=kind, net=net: _nll(
+          kind, net, p, x, k, levels, cfg))
+      vals = {'nll': [], 'nll_se': [], 'umc': [], 'umc_se': [], 'quad_sub':
+              [], 'quad_sub_se': [], 'off_grid': []}
+      for s in range(cfg.num_seeds):
+        ema = jax.tree.map(lambda a, s=s: a[s], out.state.ema)
+        key = jax.random.key(cfg.seed * 1000 + s)
+        est = nll(ema, test_x, key)
+        m, se = _bpd(est, dim)
+        vals['nll'].append(m)
+        vals['nll_se'].append(se)
+        if kind == 'qdpm':
+          sub = test_x[:cfg.umc_examples]
+          q = lik.Estimate(est.value[:cfg.umc_examples],
+                           est.se[:cfg.umc_examples])
+          a = jax.jit(lambda p, x, k, net=net: bound_u_mc(
+              net, p, x, k, levels, num_draws=cfg.umc_draws,
+              draws_per_call=min(256, cfg.umc_draws)))(ema, sub, key)
+          for name, e in (('umc', a), ('quad_sub', q)):
+            mm, ss = _bpd(e, dim)
+            vals[name].append(mm)
+            vals[f'{name}_se'].append(ss)
+        x_s = np.asarray(_sample(kind, net, ema, jax.random.fold_in(key, 1),
+                                 levels, cfg, dim))
+        if kind == 'qdpm':
+          x2 = np.asarray(_sample(kind, net, ema, jax.random.fold_in(key, 2),
+                                  levels, cfg, dim, order=2))
+          g = np.asarray(levels)
+          dist = lambda x: np.min(np.abs(x[..., None] - g), -1).max()
+          vals['off_grid'].append(max(dist(x_s), dist(x2)))
+        if s == 0:
+          samples[f'{ds}/{kind}'] = x_s
+      for k, v in vals.items():
+        if v:
+          metrics[f'{k}/{ds}_{kind}'] = np.asarray(v)
+  # Softround-only model (deltahat = 0): the same bound at two data scales.
+  zero = lambda p, x, cc: jnp.zeros_like(x)
+  x_int = jnp.asarray(images.digits('test')[:cfg.umc_examples])
+  sr = {}
+  for sc in ('integer', '[-1,1]'):
+    lv = jnp.asarray(images.grid(17, sc), jnp.float32)
+    est = bound_quadrature(zero, None, jnp.asarray(images.to_scale(x_int, sc),
+                                                   jnp.float32),
+                           jax.random.key(7), lv, num_strata=cfg.num_strata)
+    sr[sc] = _bpd(est, 64)[0]
+    metrics[f'softround_only_bpd/{sc}'] = np.full((cfg.num_seeds,), sr[sc])
+  _plots(r, cfg, metrics, samples)
+  return launch.Result(metrics=metrics,
+                       claims=evaluate_claims(cfg, metrics), extra=extra)
+
+
+def _plots(r, cfg, metrics, samples) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  r.plots_dir.mkdir(parents=True, exist_ok=True)
+  fig, axes = plt.subplots(len(cfg.datasets), len(cfg.models),
+                           figsize=(2.6 * len(cfg.models),
+                                    2.8 * len(cfg.datasets)), squeeze=False)
+  for i, ds in enumerate(cfg.datasets):
+    for j, kind in enumerate(cfg.models):
+      x = np.zeros((16, 64), np.float32)
+      got = samples[f'{ds}/{kind}'][:16]
+      x[:len(got)] = got
+      x = x.reshape(4, 4, 8, 8)
+      ax = axes[i, j]
+      ax.imshow(x.transpose(0, 2, 1, 3).reshape(32, 32), cmap='gray')
+      nll = metrics[f'nll/{ds}_{kind}'].mean()
+      ax.set_title(f'{ds}: {kind}\ntest NLL {nll:.2f} bpd', fontsize=8)
+      ax.set_xticks([])
+      ax.set_yticks([])
+  fig.tight_layout()
+  fig.savefig(r.plots_dir / 'samples.png', dpi=120)
+  plt.close(fig)
+  fig, ax = plt.subplots(figsize=(5, 3))
+  width = 0.8 / len(cfg.models)
+  for j, kind in enumerate(cfg.models):
+    vals = [metrics[f'nll/{ds}_{kind}'].mean() for ds in cfg.datasets]
+    ax.bar(np.arange(len(cfg.datasets)) + j * width, vals, width,
+           label=kind)
+  for i, ds in enumerate(cfg.datasets):
+    if f'entropy_bpd/{ds}' in metrics:
+      h = metrics[f'entropy_bpd/{ds}'].mean()
+      ax.hlines(h, i - width / 2, i + len(cfg.models) * width, 'k', ':',
+                label='true entropy')
+  ax.set_xticks(np.arange(len(cfg.datasets)) + width, cfg.datasets)
+  ax.set_ylabel('test NLL bound (bits/dim)')
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(r.plots_dir / 'nll.png', dpi=120)
+  plt.close(fig)
+  keys = [f'{ds}_{kind}/bpd' for ds in cfg.datasets for kind in cfg.models]
+  r.plot(keys, 'train_bpd', title='training NLL bound (bits/dim, minibatch)')
+
+
+def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
+  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
+  claims = []
+  get = lambda k: None if k not in m else float(np.mean(m[k]))
+  if 'known_entropy' in cfg.datasets:
+    h, h_se = get('entropy_bpd/known_entropy'), get('entropy_se/known_entropy')
+    worst, parts = True, []
+    for kind in cfg.models:
+      v = get(f'nll/known_entropy_{kind}')
+      se = float(np.sqrt(np.mean(m[f'nll_se/known_entropy_{kind}'] ** 2)
+                         + h_se ** 2))
+      ok = v >= h - 3 * se
+      worst &= ok
+      parts.append(f'{kind} {v:.3f} (SE {se:.3f})')
+    claims.append(launch.Claim(
+        claim=('Estimator sanity: on the known-entropy set every model\'s '
+               'test NLL (quadrature) is >= the true entropy - 3 SE.'),
+        holds=bool(worst),
+        evidence=f'entropy {h:.4f} bpd; ' + ', '.join(parts)))
+    if 'qdpm' in cfg.models:
+      a, a_se = get('umc/known_entropy_qdpm'), get('umc_se/known_entropy_qdpm')
+      b, b_se = (get('quad_sub/known_entropy_qdpm'),
+                 get('quad_sub_se/known_entropy_qdpm'))
+      se = float(np.hypot(a_se, b_se))
+      claims.append(launch.Claim(
+          claim=(f'The two QDPM estimators agree within 3 SE '
+                 f'({cfg.umc_draws} u-draws per example vs stratified '
+                 f'log-t quadrature, same {cfg.umc_examples} test examples, '
+                 f'{cfg.scale} data scale).'),
+          holds=bool(abs(a - b) <= 3 * se),
+          evidence=f'u-MC {a:.3f} vs quadrature {b:.3f} bpd (SE {se:.3f})'))
+  si, sf = get('softround_only_bpd/integer'), get('softround_only_bpd/[-1,1]')
+  if si is not None:
+    claims.append(launch.Claim(
+        claim=('The softround-only model (network output 0) gives the same '
+               'NLL at two data scales (1e-3 bpd).'),
+        holds=bool(abs(si - sf) <= 1e-3),
+        evidence=f'integer scale {si:.4f}, [-1,1] scale {sf:.4f} bpd '
+                 f'(log2 17 = {np.log2(17):.4f})'))
+  if 'digits' in cfg.datasets and {'qdpm', 'vdm'} <= set(cfg.models):
+    q, v = get('nll/digits_qdpm'), get('nll/digits_vdm')
+    extra = '' if 've' not in cfg.models else (
+        f', plain VE {get("nll/digits_ve"):.3f}')
+    claims.append(launch.Claim(
+        claim=('QDPM\'s test NLL is below VDM\'s on digits at equal steps '
+               f'(paper, CIFAR-10: QDPM {PAPER_CIFAR10_BPD["qdpm"]} vs VDM '
+               f'{PAPER_CIFAR10_BPD["vdm"]} bpd).'),
+        holds=bool(q < v),
+        evidence=f'digits test NLL (quadrature): QDPM {q:.3f}, VDM {v:.3f}'
+                 + extra + ' bpd'))
+  off = [m[k].max() for k in m if k.startswith('off_grid/')]
+  if off:
+    claims.append(launch.Claim(
+        claim=('QDPM-Solver (-1 and -2) samples lie exactly on the '
+               'quantisation grid (|x - round(x)| < 1e-4).'),
+        holds=bool(max(off) < 1e-4),
+        evidence=f'max distance to the grid {max(off):.2e} over '
+                 f'{cfg.num_samples} samples per seed and order'))
+  return claims
