@@ -55,6 +55,7 @@ import functools
 import hashlib
 import inspect
 import json
+import math
 import os
 import pathlib
 import re
@@ -270,6 +271,16 @@ def _class_label_names(feature: Any, prefix: str = '') -> dict[str, Any]:
 
 def _split_seed(seed: int, split: str) -> np.random.SeedSequence:
   return np.random.SeedSequence([seed, zlib.crc32(split.encode('utf-8'))])
+
+
+def name_number(x: float) -> str:
+  """A number as a dataset-name fragment in [a-z0-9]: 0.8 -> '0p8', 1e-05 ->
+  '1em05', 3.0 -> '3' (dataset names carry their generation parameters)."""
+  x = float(x)
+  if not math.isfinite(x):
+    raise ValueError(f'Expected a finite number, got {x}.')
+  s = str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+  return s.replace('-', 'm').replace('.', 'p').replace('+', '')
 
 
 def synthetic_builder(

@@ -39,6 +39,8 @@ import numpy as np
 import optax
 
 from iclrjax.core import data as data_lib
+from iclrjax.diffusion import images
+from iclrjax.diffusion import nets
 
 Velocity = Callable[[jax.Array, jax.Array], jax.Array]
 
@@ -56,8 +58,8 @@ def digits(split: str = 'train', data_dir: str | None = None) -> np.ndarray:
 
   Splits (core.data.Digits): 'train' 1437, 'test' 360 examples.
   """
-  img = data_lib.as_numpy('digits', split, data_dir=data_dir)['image']
-  return (img.astype(np.float32) / 16.0) * 2.0 - 1.0
+  x = images.to_scale(images.digits(split, data_dir), '[-1,1]')
+  return np.asarray(x, np.float32).reshape(-1, 8, 8, 1)
 
 
 # ----------------------------------------------------------------------------
@@ -224,8 +226,7 @@ def _get(c: Any, name: str, default: Any) -> Any:
 
 def ema_decay(d: float, t: jax.Array) -> jax.Array:
   """Warm-up decay d_t = min(d, (1 + t) / (10 + t)) at step index t."""
-  t = jnp.asarray(t, jnp.float32)
-  return jnp.minimum(d, (1.0 + t) / (10.0 + t))
+  return nets.ema_decay_warmup(jnp.asarray(t, jnp.float32), d)
 
 
 def make_trainer(model, train_x: jax.Array, c: Any):
@@ -287,7 +288,7 @@ def make_trainer(model, train_x: jax.Array, c: Any):
     updates, opt_state = tx.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     d = ema_decay(decay, t)
-    ema = jax.tree.map(lambda e, p: d * e + (1 - d) * p, state.ema, params)
+    ema = nets.ema_update(state.ema, params, d)
     metrics = {'loss': loss, 'grad_norm': optax.tree.norm(g),
                'ema_decay': d}
     return TrainState(params, opt_state, ema, state.key), metrics

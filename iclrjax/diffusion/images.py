@@ -72,22 +72,13 @@ def digits(split: str, data_dir: str | None = None) -> np.ndarray:
 
 
 # -- known-entropy mixture ------------------------------------------------------------
-def _num(x: float) -> str:
-  """A float as a name fragment in [a-z0-9]: 0.8 -> '0p8', 1e-05 -> '1em05'."""
-  x = float(x)
-  if not math.isfinite(x):
-    raise ValueError(f'Expected a finite number, got {x}.')
-  s = str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
-  return s.replace('-', 'm').replace('.', 'p').replace('+', '')
-
-
 def known_entropy_name(num_prototypes: int = 32, levels: int = 17,
                        side: int = 8, noise: float = 1.0,
                        num_train: int = 5000, num_test: int = 1000,
                        seed: int = 0) -> str:
   """Dataset name of `known_entropy_builder` (every parameter in it)."""
   return (f'known_entropy_m{int(num_prototypes)}_k{int(levels)}'
-          f'_s{int(side)}_w{_num(noise)}_n{int(num_train)}'
+          f'_s{int(side)}_w{data_lib.name_number(noise)}_n{int(num_train)}'
           f'_t{int(num_test)}_seed{int(seed)}')
 
 

@@ -28,7 +28,6 @@ is keyed by name and version.
 from __future__ import annotations
 
 import functools
-import math
 import os
 import random
 from typing import Any, Iterator, NamedTuple
@@ -65,15 +64,6 @@ class SpikeData(NamedTuple):
   test_y: np.ndarray
   num_classes: int
   name: str
-
-
-def _num(x: float) -> str:
-  """A float as a name fragment in [a-z0-9]: 0.8 -> '0p8', 1e-05 -> '1em05'."""
-  x = float(x)
-  if not math.isfinite(x):
-    raise ValueError(f'Expected a finite number, got {x}.')
-  s = str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
-  return s.replace('-', 'm').replace('.', 'p').replace('+', '')
 
 
 def _labels_feature(num_classes: int) -> tfds.features.ClassLabel:
@@ -197,7 +187,7 @@ def mnist1d_name(num_samples: int = 6000, neurons: int = 32,
                  width: float = 1.0, seed: int = 0) -> str:
   """Dataset name of `mnist1d_builder` (every parameter is in it)."""
   return (f'spiking_mnist1d_n{int(num_samples)}_c{int(neurons)}'
-          f'_u{int(upsample)}_r{_num(max_rate)}_w{_num(width)}_s{int(seed)}')
+          f'_u{int(upsample)}_r{data_lib.name_number(max_rate)}_w{data_lib.name_number(width)}_s{int(seed)}')
 
 
 def mnist1d_builder(num_samples: int = 6000, neurons: int = 32,
@@ -329,7 +319,7 @@ def synthetic_digits_name(num_classes: int = 10, neurons: int = 32,
   """Dataset name of `synthetic_digits_builder` (every parameter in it)."""
   return (f'spiking_synth_digits_k{int(num_classes)}_c{int(neurons)}'
           f'_t{int(steps)}_n{int(num_train)}_m{int(num_test)}'
-          f'_b{_num(base_rate)}_p{_num(peak_rate)}_j{int(jitter)}'
+          f'_b{data_lib.name_number(base_rate)}_p{data_lib.name_number(peak_rate)}_j{int(jitter)}'
           f'_nj{int(neuron_jitter)}_nb{int(bumps)}_s{int(seed)}')
 
 
@@ -629,13 +619,13 @@ def load(kind: str, data_dir: data_lib.PathLike | None = None,
   if kind == 'shd':
     p = {'num_steps': 100, 'max_time': 1.4, 'num_units': SHD_UNITS, **kwargs}
     tr, te = (load_shd(data_dir, s, **p) for s in ('train', 'test'))
-    name = (f'shd_t{int(p["num_steps"])}_m{_num(p["max_time"])}'
+    name = (f'shd_t{int(p["num_steps"])}_m{data_lib.name_number(p["max_time"])}'
             f'_u{int(p["num_units"])}')
     return SpikeData(*tr, *te, num_classes=SHD_CLASSES, name=name)
   if kind == 'ntidigits':
     p = {'num_steps': 100, 'max_time': 2.0, **kwargs}
     tr, te = (load_ntidigits(data_dir, s, **p) for s in ('train', 'test'))
-    name = f'ntidigits_t{int(p["num_steps"])}_m{_num(p["max_time"])}'
+    name = f'ntidigits_t{int(p["num_steps"])}_m{data_lib.name_number(p["max_time"])}'
     return SpikeData(*tr, *te, num_classes=len(NTIDIGITS_CLASSES),
                      name=name)
   raise ValueError(f'Unknown spike dataset kind {kind!r}; use one of {KINDS}.')
