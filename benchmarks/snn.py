@@ -68,10 +68,7 @@ message.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
-import statistics
-import time
 
 from absl import app
 from absl import flags
@@ -79,6 +76,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks import timing
 from iclrjax.snn import cells
 
 _SIZES = flags.DEFINE_list('sizes', ['100x128', '500x512', '1000x1024'],
@@ -97,44 +95,6 @@ _QUICK = flags.DEFINE_bool('quick', False,
 
 _BETA = 0.9       # ours: 1 - g_l dt with g_l = 0.1, dt = 1
 _SLOPE = 10.0     # fast-sigmoid / SuperSpike surrogate slope
-
-
-def _version(pkg: str) -> str:
-  try:
-    return importlib.metadata.version(pkg)
-  except importlib.metadata.PackageNotFoundError:
-    return 'not installed'
-
-
-def _num_cpus() -> int:
-  try:
-    return len(os.sched_getaffinity(0))
-  except AttributeError:
-    return os.cpu_count() or 1
-
-
-def _median_time(fn, repeats: int, budget_s: float) -> tuple[float, int]:
-  """Median seconds of `fn()` (a call that blocks) after warm-up calls.
-
-  Warm-up: at least one call (it compiles), repeated until 0.25 s have passed
-  (small sizes: the first calls after compiling are slower). Fewer than
-  `repeats` timed calls (at least one) when the last warm-up call shows that
-  they would take over `budget_s`; returns (median, calls timed).
-  """
-  start = time.perf_counter()
-  while True:
-    t0 = time.perf_counter()
-    fn()
-    last = time.perf_counter() - t0
-    if time.perf_counter() - start >= 0.25:
-      break
-  repeats = max(1, min(repeats, int(budget_s / max(last, 1e-9))))
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times), repeats
 
 
 def _ours(kind: str, x: np.ndarray, n: int):
@@ -208,10 +168,10 @@ def main(argv):
   sizes = ['20x32'] if _QUICK.value else _SIZES.value
   repeats = 2 if _QUICK.value else _REPEATS.value
   batch = _BATCH.value
-  threads = _num_cpus()
+  threads = timing.num_cpus()
   print(f'jax devices: {jax.devices()}')
   print('versions: ' + ', '.join(
-      f'{p} {_version(p)}'
+      f'{p} {timing.version(p)}'
       for p in ('jax', 'jaxlib', 'flax', 'spyx', 'snntorch', 'torch')))
 
   peers = {}
@@ -244,7 +204,7 @@ def main(argv):
                         ('ours DGN', lambda x_, n_: _ours('dgn', x_, n_)),
                         *peers.items()]:
       step, rate = make(x, n)
-      t, calls = _median_time(step, repeats, _BUDGET.value)
+      t, calls = timing.median_time(step, repeats, _BUDGET.value)
       rows.append((label, t, rate, calls))
     ref = rows[0][1]
     print(f'\nT = {t_steps}, N = {n} (batch {batch})')
