@@ -73,6 +73,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from absl import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -459,6 +460,9 @@ def run(r):
       tag = _tag(objective, T)
       per_seed = []
       for s in range(cfg.num_seeds):  # Not vmapped: cond must stay a cond.
+        logging.info('bwcache: %s, %d steps, seed %d: sweeping %d deltas x '
+                     '%d R', objective, T, s, len(cfg.deltas),
+                     len(cfg.reuse_fractions))
         ema = jax.tree.map(lambda a, s=s: a[s], out.state.ema)
         per_seed.append(delta_sweep(
             model, ema, noise, T, cfg.deltas,

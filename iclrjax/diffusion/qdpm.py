@@ -79,6 +79,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from absl import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -805,6 +806,8 @@ def run(r):
       vals = {'nll': [], 'nll_se': [], 'umc': [], 'umc_se': [], 'quad_sub':
               [], 'quad_sub_se': [], 'off_grid': []}
       for s in range(cfg.num_seeds):
+        logging.info('qdpm: %s / %s seed %d: NLL estimates and samples', ds,
+                     kind, s)
         ema = jax.tree.map(lambda a, s=s: a[s], out.state.ema)
         key = jax.random.key(cfg.seed * 1000 + s)
         est = nll(ema, test_x, key)
