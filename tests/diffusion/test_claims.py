@@ -73,3 +73,83 @@ def test_bwcache_fewer_block_evals_at_high_psnr_and_monotone_sweep(
   psnrs = [rows[d]['psnr'] for d in sorted(rows)]
   assert all(b <= a for a, b in zip(evals, evals[1:])), evals
   assert all(b <= a + 0.5 for a, b in zip(psnrs, psnrs[1:])), psnrs
+
+
+# -- full default runs (slow) --------------------------------------------------------
+def _by_prefix(summary, prefix):
+  hits = [c for c in summary['claims'] if c['claim'].startswith(prefix)]
+  assert len(hits) == 1, (prefix, [c['claim'] for c in summary['claims']])
+  return hits[0]
+
+
+@pytest.fixture(scope='module')
+def qdpm_default(tmp_path_factory):
+  from experiments.qdpm import EXPERIMENT  # pylint: disable=g-import-not-at-top
+  return EXPERIMENT.execute(qdpm_config.get_config(),
+                            tmp_path_factory.mktemp('qdpm') / 'run')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('prefix', [
+    'Estimator sanity', 'The softround-only model', "QDPM's test NLL",
+    'QDPM-Solver'])
+def test_qdpm_default_claims(qdpm_default, prefix):
+  # Measured (default config, 2 seeds, ~20 min): known-entropy set H = 2.012
+  # bpd, test NLL QDPM 3.789, VDM 3.498, plain VE 13.297 (all >= H); digits
+  # QDPM 3.388 < VDM 3.703 (plain VE 11.549); softround-only 4.1067 bpd at
+  # both scales; Solver-1/2 samples exactly on the grid.
+  c = _by_prefix(qdpm_default, prefix)
+  assert c['holds'], c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'The paper-style u ~ U(0,1) estimator is biased low (default config, '
+    '[-1,1] scale, 64 test examples x 4096 draws): trained QDPM u-MC 0.953 '
+    'vs quadrature 3.779 bpd (known-entropy set, H = 2.012); softround-only '
+    'model (exact log2 17 = 4.087): quadrature 4.06 at both scales, u-MC '
+    '3.86 (integer) and 1.66 ([-1,1]). float32 u never gives t < ~0.25.'))
+def test_qdpm_default_estimators_agree(qdpm_default):
+  c = _by_prefix(qdpm_default, 'The two QDPM estimators')
+  assert c['holds'], c
+
+
+@pytest.fixture(scope='module')
+def bwcache_default(tmp_path_factory):
+  from experiments.bwcache import EXPERIMENT  # pylint: disable=g-import-not-at-top
+  return EXPERIMENT.execute(bwcache_config.get_config(),
+                            tmp_path_factory.mktemp('bwcache') / 'run')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('prefix', ['BWCache (delta', 'A delta sweep'])
+def test_bwcache_default_claims(bwcache_default, prefix):
+  # Measured (default config, 2 seeds, ~19 min): flow DiT, Euler 50 steps,
+  # delta 0.15, R 5: 120 of 200 block evaluations (1.67x) at 35.6 dB, 1.87x
+  # wall clock; every delta sweep monotone.
+  c = _by_prefix(bwcache_default, prefix)
+  assert c['holds'], c
+
+
+def _fewer_steps_xfail(reason):
+  return pytest.mark.xfail(strict=True, reason=reason)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('prefix', [
+    pytest.param('[flow, euler 20 steps]', marks=_fewer_steps_xfail(
+        'Rectified flow (near-straight paths), Euler T=20: BWCache 56 block '
+        'evals at 36.1 dB vs uniform 14 steps 44.1 dB (default config)')),
+    pytest.param('[flow, euler 50 steps]', marks=_fewer_steps_xfail(
+        'Rectified flow, Euler T=50: BWCache 120 block evals at 35.6 dB vs '
+        'uniform 30 steps 47.3 dB (default config)')),
+    '[vp_eps, ddim 20 steps]',
+    pytest.param('[vp_eps, ddim 50 steps]', marks=_fewer_steps_xfail(
+        'VP eps + DDIM T=50 at delta 0.15, R=5: 120 evals at 23.3 dB vs '
+        'uniform 30 steps 24.3 dB (at R=2 caching wins: 30.1 vs 27.2 dB)')),
+])
+def test_bwcache_default_beats_fewer_steps(bwcache_default, prefix):
+  # Holds for the curved VP/DDIM sampler at T=20: 60 evals at 38.0 dB vs
+  # uniform 15 steps at 22.6 dB.
+  c = _by_prefix(bwcache_default, prefix)
+  assert c['holds'], c
