@@ -631,7 +631,19 @@ def vdm_sample(net: Net, params: dict[str, Any], key: jax.Array,
 
 # -- the experiment ---------------------------------------------------------------------
 MODELS = ('qdpm', 'vdm', 've')
-DATASETS = ('digits', 'known_entropy')
+DATASETS = ('digits', 'known_entropy', 'cifar10')
+NETS = ('resmlp', 'unet')
+
+
+def dataset_levels(name: str) -> int:
+  """Quantisation levels K per pixel (digits 0..16; CIFAR-10 8 bits)."""
+  return 256 if name == 'cifar10' else 17
+
+
+def image_shape(name: str, c) -> tuple[int, int, int]:
+  if name == 'cifar10':
+    return (32, 32, 3)
+  return (8, 8, 1)
 # The paper's CIFAR-10 test NLLs (bits/dim; secondary notes, check the PDF):
 # QDPM 0.27 (claimed), VDM 2.65 (no augmentation).
 PAPER_CIFAR10_BPD = {'qdpm': 0.27, 'vdm': 2.65}
@@ -642,6 +654,9 @@ def experiment_schema() -> dict[str, Any]:
   pos = cfg_lib.Float(min=0.0, min_inclusive=False)
   return {
       'datasets': cfg_lib.Seq(item=cfg_lib.Choice(*DATASETS), min_len=1),
+      'data_dir': cfg_lib.Str(help="TFDS folder with a prepared cifar10 "
+                              "(array_record); '' = default"),
+      'net': cfg_lib.Choice(*NETS),
       'models': cfg_lib.Seq(item=cfg_lib.Choice(*MODELS), min_len=1),
       'scale': cfg_lib.Choice('integer', '[-1,1]'),
       'time_sampling': cfg_lib.Choice('log_t', 'u'),
@@ -676,14 +691,24 @@ def check_experiment(c) -> None:
                 c.umc_examples, f'must be <= eval_examples={c.eval_examples}')
 
 
-def make_net(c, dim: int):
+def make_net(c, dim: int, shape: tuple[int, ...] | None = None):
+  """(module, net(params, x [D], c) -> [D]): the residual MLP on the flat
+  pixels, or (net='unet') a U-Net on the image of `shape` (H, W, C)."""
   from iclrjax.diffusion import nets  # pylint: disable=g-import-not-at-top
+  fourier = tuple(c.fourier) if c.fourier else None
+  if c.get('net', 'resmlp') == 'unet':
+    shape = tuple(shape or (8, 8, dim // 64))
+    module = nets.UNet(out_channels=shape[-1], channels=c.width,
+                       num_res_blocks=c.blocks, fourier=fourier)
+    return module, (lambda p, x, cc: module.apply(
+        p, x.reshape(x.shape[:-1] + shape), cc).reshape(x.shape))
   module = nets.ResMLP(out_dim=dim, width=c.width, blocks=c.blocks,
-                       fourier=tuple(c.fourier) if c.fourier else None)
+                       fourier=fourier)
   return module, (lambda p, x, cc: module.apply(p, x, cc))
 
 
-def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array):
+def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array,
+                 shape: tuple[int, ...] | None = None):
   """(init, step) for model `kind` on train_x [N, D] (grid values).
 
   AdamW with cosine decay, EMA of the parameters (warm-up); the loss is the
@@ -696,14 +721,16 @@ def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array):
   from iclrjax.diffusion import flow  # pylint: disable=g-import-not-at-top
   from iclrjax.diffusion import nets  # pylint: disable=g-import-not-at-top
   n, dim = train_x.shape
-  module, net = make_net(c, dim)
+  module, net = make_net(c, dim, shape)
   tx = optax.adamw(optax.cosine_decay_schedule(c.learning_rate, c.train_steps),
                    weight_decay=c.weight_decay)
   const = dim * np.log(len(levels))  # QDPM: the bound minus Eq. 22's loss.
+  net_input_example = (train_x[0] if c.get('net', 'resmlp') == 'resmlp'
+                       else train_x[0].reshape(shape or (8, 8, dim // 64)))
 
   def init(key):
     k_init, k_run = jax.random.split(key)
-    p = module.init(k_init, train_x[0], jnp.float32(0.5))
+    p = module.init(k_init, net_input_example, jnp.float32(0.5))
     if kind == 'vdm':
       p = vdm_init(p)
     return flow.TrainState(p, tx.init(p), p, k_run)
@@ -738,6 +765,12 @@ def load_dataset(name: str, c) -> tuple[np.ndarray, np.ndarray, Any]:
   from iclrjax.diffusion import images  # pylint: disable=g-import-not-at-top
   if name == 'digits':
     return images.digits('train'), images.digits('test'), None
+  if name == 'cifar10':  # Read from data_dir if prepared; never downloaded.
+    from iclrjax.core import data as data_lib  # pylint: disable=g-import-not-at-top
+    split = lambda s: np.asarray(data_lib.as_numpy(
+        'cifar10', s, data_dir=c.data_dir or None)['image'], np.float32)
+    tr, te = split('train'), split('test')
+    return tr.reshape(len(tr), -1), te.reshape(len(te), -1), None
   k = c.known_entropy
   ds = images.known_entropy_builder(
       num_prototypes=k.num_prototypes, noise=k.noise, num_train=k.num_train,
@@ -788,15 +821,18 @@ def run(r):
   samples = {}
   for ds in cfg.datasets:
     train_int, test_int, entropy = load_dataset(ds, cfg)
-    levels = jnp.asarray(images.grid(17, cfg.scale), jnp.float32)
-    scale = lambda x: jnp.asarray(images.to_scale(x, cfg.scale), jnp.float32)
+    k_levels = dataset_levels(ds)
+    levels = jnp.asarray(images.grid(k_levels, cfg.scale), jnp.float32)
+    scale = lambda x, k=k_levels: jnp.asarray(
+        images.to_scale(x, cfg.scale, k), jnp.float32)
     train_x, test_x = scale(train_int), scale(test_int)[:cfg.eval_examples]
     dim = train_x.shape[1]
     if entropy is not None:
       metrics[f'entropy_bpd/{ds}'] = np.full((cfg.num_seeds,), entropy[0])
       metrics[f'entropy_se/{ds}'] = np.full((cfg.num_seeds,), entropy[1])
     for kind in cfg.models:
-      init, step, net = make_trainer(kind, cfg, train_x, levels)
+      init, step, net = make_trainer(kind, cfg, train_x, levels,
+                                     image_shape(ds, cfg))
       out = r.train(init, step, num_steps=cfg.train_steps,
                     chunk_size=min(cfg.steps_per_chunk, cfg.train_steps),
                     phase=f'{ds}_{kind}', log_every=cfg.log_every,
@@ -871,12 +907,15 @@ def _plots(r, cfg, metrics, samples) -> None:
                                     2.8 * len(cfg.datasets)), squeeze=False)
   for i, ds in enumerate(cfg.datasets):
     for j, kind in enumerate(cfg.models):
-      x = np.zeros((16, 64), np.float32)
+      h, w, ch = image_shape(ds, cfg)
       got = samples[f'{ds}/{kind}'][:16]
-      x[:len(got)] = got
-      x = x.reshape(4, 4, 8, 8)
+      lo, hi = got.min(), got.max()
+      x = np.zeros((16, h * w * ch), np.float32)
+      x[:len(got)] = (got - lo) / max(hi - lo, 1e-9)
+      x = x.reshape(4, 4, h, w, ch).transpose(0, 2, 1, 3, 4).reshape(
+          4 * h, 4 * w, ch)
       ax = axes[i, j]
-      ax.imshow(x.transpose(0, 2, 1, 3).reshape(32, 32), cmap='gray')
+      ax.imshow(x[..., 0] if ch == 1 else x, cmap='gray', vmin=0, vmax=1)
       nll = metrics[f'nll/{ds}_{kind}'].mean()
       ax.set_title(f'{ds}: {kind}\ntest NLL {nll:.2f} bpd', fontsize=8)
       ax.set_xticks([])
