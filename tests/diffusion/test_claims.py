@@ -107,8 +107,8 @@ def test_qdpm_default_claims(qdpm_default, prefix):
     'The paper-style u ~ U(0,1) estimator is biased low (default config, '
     '[-1,1] scale, 64 test examples x 4096 draws): trained QDPM u-MC 0.953 '
     'vs quadrature 3.779 bpd (known-entropy set, H = 2.012); softround-only '
-    'model (exact log2 17 = 4.087): quadrature 4.06 at both scales, u-MC '
-    '3.86 (integer) and 1.66 ([-1,1]). float32 u never gives t < ~0.25.'))
+    'model (exact log2 17 = 4.087): quadrature 4.107 at both scales, u-MC '
+    '4.015 (integer) and 1.825 ([-1,1]). float32 u never gives t < ~0.25.'))
 def test_qdpm_default_estimators_agree(qdpm_default):
   c = _by_prefix(qdpm_default, 'The two QDPM estimators')
   assert c['holds'], c
