@@ -549,6 +549,21 @@ def _plots(r, cfg, metrics, sweeps, samples) -> None:
   fig.tight_layout()
   fig.savefig(r.plots_dir / 'psnr_vs_compute.png', dpi=120)
   plt.close(fig)
+  fig, axes = plt.subplots(1, len(tags), figsize=(3.4 * len(tags), 3.0),
+                           squeeze=False)
+  for ax, tag in zip(axes[0], tags):
+    T = int(tag.rsplit('T', 1)[1])
+    for R in sorted({reuse_steps(f, T) for f in cfg.reuse_fractions}):
+      keys = [f'{tag}_d{d:g}_R{R}' for d in cfg.deltas]
+      ps = [metrics[f'psnr/{k}'].mean() for k in keys]
+      ax.plot(cfg.deltas, np.minimum(ps, 80.0), 'o-', label=f'R={R}')
+    ax.set_title(tag, fontsize=9)
+    ax.set_xlabel('delta')
+    ax.legend(fontsize=7)
+  axes[0, 0].set_ylabel('PSNR vs uncached (dB, capped at 80)')
+  fig.tight_layout()
+  fig.savefig(r.plots_dir / 'psnr_vs_delta.png', dpi=120)
+  plt.close(fig)
   for objective, imgs in samples.items():
     fig, axes = plt.subplots(len(imgs), 1, figsize=(8, 1.2 * len(imgs)),
                              squeeze=False)
