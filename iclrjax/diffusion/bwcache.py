@@ -529,41 +529,37 @@ def _plots(r, cfg, metrics, sweeps, samples) -> None:
   fig.tight_layout()
   fig.savefig(r.plots_dir / 'indicator_curve.png', dpi=120)
   plt.close(fig)
-  fig, axes = plt.subplots(1, len(tags), figsize=(3.4 * len(tags), 3.0),
-                           squeeze=False)
-  for ax, tag in zip(axes[0], tags):
-    T = int(tag.rsplit('T', 1)[1])
-    for R in sorted({reuse_steps(f, T) for f in cfg.reuse_fractions}):
-      keys = [f'{tag}_d{d:g}_R{R}' for d in cfg.deltas]
-      ev = [metrics[f'block_evals/{k}'].mean() for k in keys]
-      ax.plot(ev, [metrics[f'psnr/{k}'].mean() for k in keys], 'o-',
-              label=f'BWCache R={R}')
-      ax.plot([metrics[f'uniform_steps/{k}'].mean() * cfg.depth
-               for k in keys],
-              [metrics[f'uniform_psnr/{k}'].mean() for k in keys], 'x--',
-              label=f'fewer steps (R={R} budget)')
-    ax.set_title(tag, fontsize=9)
-    ax.set_xlabel('block evaluations')
-    ax.legend(fontsize=7)
-  axes[0, 0].set_ylabel('PSNR vs uncached (dB)')
-  fig.tight_layout()
-  fig.savefig(r.plots_dir / 'psnr_vs_compute.png', dpi=120)
-  plt.close(fig)
-  fig, axes = plt.subplots(1, len(tags), figsize=(3.4 * len(tags), 3.0),
-                           squeeze=False)
-  for ax, tag in zip(axes[0], tags):
-    T = int(tag.rsplit('T', 1)[1])
-    for R in sorted({reuse_steps(f, T) for f in cfg.reuse_fractions}):
-      keys = [f'{tag}_d{d:g}_R{R}' for d in cfg.deltas]
-      ps = [metrics[f'psnr/{k}'].mean() for k in keys]
-      ax.plot(cfg.deltas, np.minimum(ps, 80.0), 'o-', label=f'R={R}')
-    ax.set_title(tag, fontsize=9)
-    ax.set_xlabel('delta')
-    ax.legend(fontsize=7)
-  axes[0, 0].set_ylabel('PSNR vs uncached (dB, capped at 80)')
-  fig.tight_layout()
-  fig.savefig(r.plots_dir / 'psnr_vs_delta.png', dpi=120)
-  plt.close(fig)
+  mean = lambda field, keys: [metrics[f'{field}/{k}'].mean() for k in keys]
+
+  def compute_panel(ax, keys, R):
+    ax.plot(mean('block_evals', keys), mean('psnr', keys), 'o-',
+            label=f'BWCache R={R}')
+    ax.plot([u * cfg.depth for u in mean('uniform_steps', keys)],
+            mean('uniform_psnr', keys), 'x--',
+            label=f'fewer steps (R={R} budget)')
+
+  def delta_panel(ax, keys, R):
+    ax.plot(cfg.deltas, np.minimum(mean('psnr', keys), 80.0), 'o-',
+            label=f'R={R}')
+
+  for name, panel, xlabel, ylabel in (
+      ('psnr_vs_compute', compute_panel, 'block evaluations',
+       'PSNR vs uncached (dB)'),
+      ('psnr_vs_delta', delta_panel, 'delta',
+       'PSNR vs uncached (dB, capped at 80)')):
+    fig, axes = plt.subplots(1, len(tags), figsize=(3.4 * len(tags), 3.0),
+                             squeeze=False)
+    for ax, tag in zip(axes[0], tags):
+      T = int(tag.rsplit('T', 1)[1])
+      for R in sorted({reuse_steps(f, T) for f in cfg.reuse_fractions}):
+        panel(ax, [f'{tag}_d{d:g}_R{R}' for d in cfg.deltas], R)
+      ax.set_title(tag, fontsize=9)
+      ax.set_xlabel(xlabel)
+      ax.legend(fontsize=7)
+    axes[0, 0].set_ylabel(ylabel)
+    fig.tight_layout()
+    fig.savefig(r.plots_dir / f'{name}.png', dpi=120)
+    plt.close(fig)
   for objective, imgs in samples.items():
     fig, axes = plt.subplots(len(imgs), 1, figsize=(8, 1.2 * len(imgs)),
                              squeeze=False)
