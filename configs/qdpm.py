@@ -9,7 +9,7 @@ test NLL bounds are estimated by stratified quadrature in log t (QDPM, plain
 VE) or in t (VDM), and for QDPM also by the paper's u ~ U(0,1) Monte Carlo.
 
 Variants:
-  smoke    (CI, ~1 min) tiny MLP, a few steps, few strata.
+  smoke    (CI, ~1 min) QDPM and VDM, tiny MLP, a few steps, few strata.
   default  (CPU) digits (17 levels) and the known-entropy set, width 256,
            2000 steps, 2 seeds.
   paper    CIFAR-10 (prepared locally, --config.data_dir) with a U-Net,
@@ -63,6 +63,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.distributed = False
   if variant == 'smoke':
     c.num_seeds = 1
+    c.models = ('qdpm', 'vdm')
     c.known_entropy.update(num_train=200, num_test=50, entropy_draws=500)
     c.width = 32
     c.blocks = 1
