@@ -839,6 +839,9 @@ def run(r):
                     postfix_keys=('bpd',))
       nll = jax.jit(lambda p, x, k, kind=kind, net=net: _nll(
           kind, net, p, x, k, levels, cfg))
+      umc = jax.jit(lambda p, x, k, net=net: bound_u_mc(  # One compile for
+          net, p, x, k, levels, num_draws=cfg.umc_draws,  # all seeds.
+          draws_per_call=min(256, cfg.umc_draws)))
       vals = {'nll': [], 'nll_se': [], 'umc': [], 'umc_se': [], 'quad_sub':
               [], 'quad_sub_se': [], 'off_grid': []}
       for s in range(cfg.num_seeds):
@@ -854,9 +857,7 @@ def run(r):
           sub = test_x[:cfg.umc_examples]
           q = lik.Estimate(est.value[:cfg.umc_examples],
                            est.se[:cfg.umc_examples])
-          a = jax.jit(lambda p, x, k, net=net: bound_u_mc(
-              net, p, x, k, levels, num_draws=cfg.umc_draws,
-              draws_per_call=min(256, cfg.umc_draws)))(ema, sub, key)
+          a = umc(ema, sub, key)
           for name, e in (('umc', a), ('quad_sub', q)):
             mm, ss = _bpd(e, dim)
             vals[name].append(mm)
