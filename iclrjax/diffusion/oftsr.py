@@ -1,0 +1,706 @@
+"""OFTSR: one-step flow super-resolution with a tunable fidelity-realism knob.
+
+Zhu, Wang, Lu, Li, Yan, Zhang, "OFTSR: One-Step Flow for Image
+Super-Resolution with Tunable Fidelity-Realism Trade-offs", arXiv 2412.09465
+(ICLR 2026). The losses follow the official code exactly
+(yuanzhi-zhu/OFTSR: `fm/flow_matching.py` for the teacher, `distill_fm.py`
+for the student; summarised in shared/papers/gen.md section 3.2); the
+equation names below are the paper's Sec. 3 quantities (numbers not checked
+against the PDF).
+
+Time convention (OFTSR's own, the OPPOSITE of `flow.py`): t = 0 is the
+source -- the noise-augmented, upsampled low-resolution image -- and t = 1
+the target (the high-resolution image):
+
+  x_t = t x_1 + (1 - t) x_0,        d x_t / d t = x_1 - x_0.
+
+Degradation (`fm/measurements.py`, operator 'sr_avp' + 'gaussian' noise): the
+LR measurement is y_LR = AvgPool_f(x_1) + sigma_y n (noise in LR space) and
+the condition is its nearest-neighbour upsampling y = Up_f(y_LR) (A^T up to
+a factor f^2; `avg_pool(upsample(y)) == y`).
+
+Teacher: noise-augmented conditional rectified flow.
+  source  x_0 = sqrt(1 - sigma_p^2) y + sigma_p eps   ('gaussian_VP' noiser),
+  loss    L_flow = E || v_theta(x_t, y, t) - (x_1 - x_0) ||_1,
+          t ~ U[eps_t, T]  (eps_t = 1e-3, T = 1),
+  the network sees concat(x_t, y) and the time t * 999 (`SRVelocity`).
+sigma_p = 0 is InDI (the source is y itself), sigma_p = 1 is SR3.
+Sampling: Euler on t_k = eps_t + k (T - eps_t) / N from x_0 (`euler_sample`).
+
+Student v_phi (initialised from the teacher; teacher frozen). Its one-step
+output at the knob t is
+
+  xhat_1^t = x_0 + (T - eps_t) v_phi(x_0, y, t)                   (one-step)
+
+(`one_step`); t -> 0 fidelity (MMSE-like), t -> 1 realism. Distillation with
+t ~ U[t_min, t_max], s = min(t + dt, t_max) (`sample_times`):
+
+  implicit state   x_t = x_0 + t SG[v_phi(x_0, t)]
+  teacher (RK2)    v1 = v_theta(x_t, t),
+                   v2 = v_theta(x_t + r (s - t) v1, t + r (s - t)),
+                   v_T = v1 + (v2 - v1) / (2 r)        (r = 1/2: midpoint)
+  L_distill = || v_phi(x_0, s) - SG[v_phi(x_0, t) + ((s - t) / s)
+                                     (v_T - v_phi(x_0, t))] ||^2   ('v_boot')
+  L_align   = (1 - t)^2 || v_phi(x_0, t) - v_T ||^2
+  L_BC      = || v_phi(x_0, t_min) - v_theta(x_0, t_min) ||^2
+  L = 1.0 L_distill + 0.1 L_BC + 0.01 L_align
+
+(`distill_losses`, `student_loss`). ||.||^2 is the mean over elements (torch
+`mse_loss`); L_align averages per example, weights by (1 - t)^2, then
+averages over the batch, as the official code does. dt = 0.05,
+[t_min, t_max] = [0.01, 0.99].
+
+Toy task of the CPU reproduction (gen.md 3.4): 2x super-resolution of the
+8x8 sklearn digits in [-1, 1] from 4x4 (2x2 average pool, nearest upsample,
+sigma_y = 0.3), a `nets.ResMLP` backbone on the flattened concat(x, y) with
+sinusoidal time features, realism = Frechet distance in the features of the
+digits classifier of `features.py`. Data augmentation (x/y flips in the
+paper) is left out: flipping a digit changes what digit it is.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from absl import logging
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from iclrjax.core import data as data_lib
+from iclrjax.diffusion import features as features_lib
+from iclrjax.diffusion import flow
+from iclrjax.diffusion import nets
+
+# (x [B, H, W, C], t [B]) -> velocity [B, H, W, C]; the condition y is bound
+# (see `bind`: x may stack k copies of the batch, k B rows).
+Velocity = Callable[[jax.Array, jax.Array], jax.Array]
+
+T_END = 1.0      # T: the target time
+EPS_T = 1e-3     # eps: the source time of sampling / the one-step jump
+TIME_SCALE = 999.0  # the network sees t * 999 (`model_forward_wrapper`)
+
+
+# ----------------------------------------------------------------------------
+# Degradation and the noise-augmented source.
+
+
+def avg_pool(x: jax.Array, factor: int) -> jax.Array:
+  """Mean over factor x factor blocks: x [..., H, W, C] -> [..., H/f, W/f, C]."""
+  *lead, h, w, c = x.shape
+  if h % factor or w % factor:
+    raise ValueError(f'factor {factor} must divide H={h} and W={w}')
+  x = x.reshape(*lead, h // factor, factor, w // factor, factor, c)
+  return x.mean(axis=(-4, -2))
+
+
+def upsample(y: jax.Array, factor: int) -> jax.Array:
+  """Nearest-neighbour upsampling (`MeanUpsample`): [..., h, w, C] -> [..., fh, fw, C]."""
+  return jnp.repeat(jnp.repeat(y, factor, axis=-3), factor, axis=-2)
+
+
+def degrade(x1: jax.Array, key: jax.Array, sigma_y: float | jax.Array,
+            factor: int = 2) -> tuple[jax.Array, jax.Array]:
+  """(y_LR, y): y_LR = AvgPool_f(x1) + sigma_y n, y = Up_f(y_LR) (HR-sized)."""
+  lr = avg_pool(x1, factor)
+  y_lr = lr + sigma_y * jax.random.normal(key, lr.shape, lr.dtype)
+  return y_lr, upsample(y_lr, factor)
+
+
+def perturb(y: jax.Array, key: jax.Array, sigma_p: float | jax.Array
+            ) -> jax.Array:
+  """The teacher's source x_0 = sqrt(1 - sigma_p^2) y + sigma_p eps."""
+  sigma_p = jnp.asarray(sigma_p, y.dtype)
+  return (jnp.sqrt(1.0 - sigma_p ** 2) * y
+          + sigma_p * jax.random.normal(key, y.shape, y.dtype))
+
+
+def _bcast(t: jax.Array, x: jax.Array) -> jax.Array:
+  t = jnp.asarray(t, x.dtype)
+  return t.reshape(t.shape + (1,) * (x.ndim - t.ndim))
+
+
+def interpolate(x0: jax.Array, x1: jax.Array, t: jax.Array) -> jax.Array:
+  """x_t = t x_1 + (1 - t) x_0 (OFTSR convention: t = 1 is the HR image)."""
+  t = _bcast(t, x0)
+  return t * x1 + (1 - t) * x0
+
+
+# ----------------------------------------------------------------------------
+# Losses.
+
+
+def teacher_loss(velocity: Velocity, x0: jax.Array, x1: jax.Array,
+                 t: jax.Array) -> jax.Array:
+  """L_flow = mean |v_theta(x_t, t) - (x_1 - x_0)| (l1, `get_flow_loss_fn`)."""
+  return jnp.mean(jnp.abs(velocity(interpolate(x0, x1, t), t) - (x1 - x0)))
+
+
+def sample_teacher_times(key: jax.Array, n: int) -> jax.Array:
+  """t ~ U[eps, T] (`flow_t_schedule='uniform'`)."""
+  return jax.random.uniform(key, (n,)) * (T_END - EPS_T) + EPS_T
+
+
+def rk2_velocity(teacher: Velocity, x_t: jax.Array, t: jax.Array,
+                 s: jax.Array, r: float = 0.5,
+                 v1: jax.Array | None = None) -> jax.Array:
+  """Teacher velocity over [t, s] by the generic RK2 rule (r = 1/2 midpoint).
+
+  v1 = v(x_t, t), v2 = v(x_t + r (s - t) v1, t + r (s - t)),
+  v_T = v1 + (v2 - v1) / (2 r); x_t + (s - t) v_T is then one RK2 step.
+  `v1` may be passed when already computed.
+  """
+  h = s - t
+  if v1 is None:
+    v1 = teacher(x_t, t)
+  v2 = teacher(x_t + r * _bcast(h, x_t) * v1, t + r * h)
+  return v1 + (v2 - v1) / (2.0 * r)
+
+
+def sample_times(key: jax.Array, n: int, t_min: float = 0.01,
+                 t_max: float = 0.99, dt: float = 0.05
+                 ) -> tuple[jax.Array, jax.Array]:
+  """t ~ U[t_min, t_max], s = min(t + dt, t_max)."""
+  t = jax.random.uniform(key, (n,)) * (t_max - t_min) + t_min
+  return t, jnp.minimum(t + dt, t_max)
+
+
+def distill_losses(student: Velocity, teacher: Velocity, x0: jax.Array,
+                   t: jax.Array, s: jax.Array, t_min: float = 0.01,
+                   r: float = 0.5) -> dict[str, jax.Array]:
+  """The three student losses of OFTSR (`distill_fm.py`, 'v_boot').
+
+  Args:
+    student: v_phi(x, t) with the condition y bound (differentiated).
+    teacher: v_theta(x, t) with y bound (never differentiated).
+    x0: source x_0 [B, ...].
+    t, s: [B] times (`sample_times`).
+    t_min: the boundary time of L_BC.
+    r: RK2 parameter of the teacher step.
+
+  Returns:
+    {'distill', 'boundary', 'align'}: scalars; gradients flow only through
+    v_phi(x_0, s) in 'distill', v_phi(x_0, t) in 'align' and
+    v_phi(x_0, t_min) in 'boundary' (x_t uses SG[v_phi(x_0, t)]).
+  """
+  sg = jax.lax.stop_gradient
+  b = x0.shape[0]
+  t0 = jnp.full_like(t, t_min)
+  # The three student calls (and two of the three teacher calls) share one
+  # batched forward pass: the networks act per example, so this is exact
+  # and cheaper on small matrices.
+  v_all = student(jnp.concatenate([x0, x0, x0]), jnp.concatenate([t, s, t0]))
+  v_t, v_s, v_t0 = v_all[:b], v_all[b:2 * b], v_all[2 * b:]
+  x_t = x0 + _bcast(t, x0) * sg(v_t)
+  # RK2 (`rk2_velocity`) with its first evaluation batched with L_BC's.
+  v1_all = sg(teacher(jnp.concatenate([x_t, x0]), jnp.concatenate([t, t0])))
+  v1, teacher_t0 = v1_all[:b], v1_all[b:]
+  v_teacher = sg(rk2_velocity(teacher, x_t, t, s, r, v1=v1))
+  lam = _bcast((s - t) / s, x0)
+  target = sg(v_t + lam * (v_teacher - v_t))
+  distill = jnp.mean((v_s - target) ** 2)
+  boundary = jnp.mean((v_t0 - teacher_t0) ** 2)
+  per_ex = jnp.mean((v_t - v_teacher) ** 2, axis=tuple(range(1, x0.ndim)))
+  align = jnp.mean((1.0 - t) ** 2 * per_ex)
+  return {'distill': distill, 'boundary': boundary, 'align': align}
+
+
+def student_loss(losses: dict[str, jax.Array], lambda_distill: float = 1.0,
+                 lambda_boundary: float = 0.1, lambda_align: float = 0.01
+                 ) -> jax.Array:
+  """L = lambda_distill L_distill + lambda_BC L_BC + lambda_align L_align."""
+  return (lambda_distill * losses['distill']
+          + lambda_boundary * losses['boundary']
+          + lambda_align * losses['align'])
+
+
+# ----------------------------------------------------------------------------
+# Samplers.
+
+
+def one_step(velocity: Velocity, x0: jax.Array, t: float | jax.Array
+             ) -> jax.Array:
+  """xhat_1^t = x_0 + (T - eps) v(x_0, t): one network call at the knob t."""
+  t = jnp.broadcast_to(jnp.asarray(t, jnp.float32), x0.shape[:1])
+  return x0 + (T_END - EPS_T) * velocity(x0, t)
+
+
+def euler_sample(velocity: Velocity, x0: jax.Array, num_steps: int
+                 ) -> jax.Array:
+  """Euler from t = eps (x_0) to t = T on the uniform grid t_k (N steps).
+
+  `num_steps=1` is the undistilled teacher's one-step jump `one_step(v, x0,
+  eps)`.
+  """
+  ts = flow.time_grid(num_steps, EPS_T, T_END)
+  n = x0.shape[0]
+
+  def body(x, k):
+    t, s = ts[k], ts[k + 1]
+    return x + (s - t) * velocity(x, jnp.full((n,), t)), None
+
+  return jax.lax.scan(body, x0, jnp.arange(num_steps))[0]
+
+
+# ----------------------------------------------------------------------------
+# Network and trainers.
+
+
+class SRVelocity(nn.Module):
+  """v(x, y, t): `nets.ResMLP` on the flattened concat(x, y).
+
+  x, y [B, H, W, C]; t [B] (or a scalar), embedded as sinusoids of t * 999
+  -> MLP, FiLM in every residual block. The output layer starts at zero.
+  """
+
+  width: int = 256
+  blocks: int = 4
+  emb_dim: int = 64
+  hidden_mult: int = 1
+
+  @nn.compact
+  def __call__(self, x: jax.Array, y: jax.Array, t: jax.Array) -> jax.Array:
+    lead = x.shape[:-3]
+    d = int(np.prod(x.shape[-3:]))
+    h = jnp.concatenate([x.reshape(*lead, d), y.reshape(*lead, d)], axis=-1)
+    v = nets.ResMLP(out_dim=d, width=self.width, blocks=self.blocks,
+                    emb_dim=self.emb_dim, emb_scale=TIME_SCALE,
+                    hidden_mult=self.hidden_mult, name='mlp')(h, t)
+    return v.reshape(x.shape)
+
+
+def bind(net: SRVelocity, params: Any, y: jax.Array) -> Velocity:
+  """v(x, t) = net(params, x, y, t); for x with k B rows (k stacked batches,
+  as `distill_losses` passes them) y is tiled k times."""
+
+  def velocity(x, t):
+    k = x.shape[0] // y.shape[0]
+    return net.apply(params, x, y if k == 1 else jnp.tile(
+        y, (k,) + (1,) * (y.ndim - 1)), t)
+
+  return velocity
+
+
+def make_net(c: Any) -> SRVelocity:
+  return SRVelocity(width=c.width, blocks=c.blocks, emb_dim=c.emb_dim,
+                    hidden_mult=c.hidden_mult)
+
+
+class TeacherState(NamedTuple):
+  params: Any
+  opt_state: Any
+  ema: Any
+  key: jax.Array
+
+
+class StudentState(NamedTuple):
+  params: Any
+  opt_state: Any
+  ema: Any
+  teacher: Any     # frozen teacher params (the student starts from them)
+  key: jax.Array
+
+
+def _optimizer(learning_rate: float, warmup: int, grad_clip: float):
+  lr = (optax.linear_schedule(0.0, learning_rate, warmup) if warmup > 0
+        else learning_rate)
+  adam = optax.adam(lr)
+  return optax.chain(optax.clip_by_global_norm(grad_clip), adam) if (
+      grad_clip > 0) else adam
+
+
+def make_batch(train_x: jax.Array, key: jax.Array, t: jax.Array,
+               batch_size: int, sigma_y: float, sigma_p: float,
+               factor: int) -> tuple[jax.Array, jax.Array, jax.Array,
+                                     jax.Array]:
+  """Minibatch `t`: (x_1 HR, y condition, x_0 source, a fresh key)."""
+  k_batch, k_noise = jax.random.split(key)
+  idx = data_lib.batch_indices(k_batch, t, train_x.shape[0], batch_size)
+  k_y, k_p, k_rest = jax.random.split(jax.random.fold_in(k_noise, t), 3)
+  x1 = train_x[idx]
+  _, y = degrade(x1, k_y, sigma_y, factor)
+  return x1, y, perturb(y, k_p, sigma_p), k_rest
+
+
+def make_teacher_trainer(net: SRVelocity, train_x: jax.Array, c: Any,
+                         sigma_p: float):
+  """(init, step) for the conditional rectified-flow teacher (`core.loop`).
+
+  c: batch_size, teacher_lr, warmup_steps, grad_clip, ema_decay, sigma_y,
+  factor. Metrics: 'loss' (L_flow of the minibatch before the update),
+  'grad_norm'.
+  """
+  train_x = jnp.asarray(train_x)
+  tx = _optimizer(c.teacher_lr, c.warmup_steps, c.grad_clip)
+
+  def init(key):
+    k_init, k_run = jax.random.split(key)
+    x = train_x[:1]
+    params = net.init(k_init, x, x, jnp.zeros((1,)))
+    return TeacherState(params, tx.init(params), params, k_run)
+
+  def step(state, t):
+    x1, y, x0, k = make_batch(train_x, state.key, t, c.batch_size, c.sigma_y,
+                              sigma_p, c.factor)
+    times = sample_teacher_times(k, x1.shape[0])
+
+    def loss_fn(p):
+      return teacher_loss(bind(net, p, y), x0, x1, times)
+
+    loss, g = jax.value_and_grad(loss_fn)(state.params)
+    upd, opt_state = tx.update(g, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, upd)
+    ema = nets.ema_update(state.ema, params,
+                          nets.ema_decay_warmup(t, c.ema_decay))
+    return (TeacherState(params, opt_state, ema, state.key),
+            {'loss': loss, 'grad_norm': optax.tree.norm(g)})
+
+  return init, step
+
+
+def make_student_trainer(net: SRVelocity, train_x: jax.Array, c: Any,
+                         sigma_p: float):
+  """(init, step) for the one-step student; init(key, teacher_params).
+
+  The student starts as a copy of the teacher. c: batch_size, student_lr,
+  warmup_steps, grad_clip, ema_decay, sigma_y, factor, t_min, t_max, dt,
+  rk2_r, lambda_distill, lambda_boundary, lambda_align. Metrics: 'loss',
+  'distill', 'boundary', 'align', 'grad_norm'.
+  """
+  train_x = jnp.asarray(train_x)
+  tx = _optimizer(c.student_lr, c.warmup_steps, c.grad_clip)
+
+  def init(key, teacher_params):
+    return StudentState(teacher_params, tx.init(teacher_params),
+                        teacher_params, teacher_params, key)
+
+  def step(state, t):
+    x1, y, x0, k = make_batch(train_x, state.key, t, c.batch_size, c.sigma_y,
+                              sigma_p, c.factor)
+    ts, ss = sample_times(k, x1.shape[0], c.t_min, c.t_max, c.dt)
+    teacher = bind(net, state.teacher, y)
+
+    def loss_fn(p):
+      parts = distill_losses(bind(net, p, y), teacher, x0, ts, ss, c.t_min,
+                             c.rk2_r)
+      return student_loss(parts, c.lambda_distill, c.lambda_boundary,
+                          c.lambda_align), parts
+
+    (loss, parts), g = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    upd, opt_state = tx.update(g, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, upd)
+    ema = nets.ema_update(state.ema, params,
+                          nets.ema_decay_warmup(t, c.ema_decay))
+    return (StudentState(params, opt_state, ema, state.teacher, state.key),
+            {'loss': loss, **parts, 'grad_norm': optax.tree.norm(g)})
+
+  return init, step
+
+
+# ----------------------------------------------------------------------------
+# Evaluation.
+
+
+def psnr(x: Any, ref: Any, data_range: float = 2.0) -> float:
+  """10 log10(range^2 / MSE), one MSE over all images (data in [-1, 1])."""
+  mse = np.mean((np.asarray(x, np.float64) - np.asarray(ref, np.float64)) ** 2)
+  return float(10.0 * np.log10(data_range ** 2 / mse))
+
+
+def eval_inputs(x1: jax.Array, key: jax.Array, draws: int, sigma_y: float,
+                sigma_p: float, factor: int
+                ) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """`draws` degradations of every HR test image: (x_1, y, x_0), each
+  [draws * N, ...]. The same key gives the same y and eps for any sigma_p
+  (common random numbers across teachers)."""
+  x1 = jnp.tile(jnp.asarray(x1), (draws, 1, 1, 1))
+  k_y, k_p = jax.random.split(key)
+  _, y = degrade(x1, k_y, sigma_y, factor)
+  return x1, y, perturb(y, k_p, sigma_p)
+
+
+@functools.lru_cache(maxsize=16)
+def _samplers(net: SRVelocity, num_steps: int):
+
+  @jax.jit
+  def teacher(params, x0, y):
+    return (euler_sample(bind(net, params, y), x0, num_steps),
+            euler_sample(bind(net, params, y), x0, 1))
+
+  @jax.jit
+  def student(params, x0, y, t):
+    return one_step(bind(net, params, y), x0, t)
+
+  return teacher, student
+
+
+def _clip(x):
+  return np.clip(np.asarray(x), -1.0, 1.0)
+
+
+def evaluate_seed(net: SRVelocity, teachers: dict[float, Any], student: Any,
+                  x_test: jax.Array, key: jax.Array, clf, ref_feats: Any,
+                  c: Any) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+  """Metrics of one seed: PSNR vs HR and FD vs real digits for the LR input,
+  every teacher (N-step Euler and one-step jump) and the student at every
+  knob t; PSNR of the student against its teacher's N-step endpoint.
+
+  Outputs are clipped to [-1, 1] before scoring. Returns (metrics, images of
+  the first examples for the sample grid).
+  """
+  teach_fn, stud_fn = _samplers(net, int(c.teacher_eval_steps))
+  fd = lambda x: features_lib.frechet_distance(
+      np.asarray(clf.features(x)), ref_feats)
+  out: dict[str, float] = {}
+  imgs: dict[str, np.ndarray] = {}
+  n_show = min(12, x_test.shape[0])
+  x1 = y = None
+  endpoint = None
+  for sp, params in teachers.items():
+    x1, y, x0 = eval_inputs(x_test, key, c.eval_draws, c.sigma_y, sp,
+                            c.factor)
+    multi, jump = teach_fn(params, x0, y)
+    multi, jump = _clip(multi), _clip(jump)
+    tag = f'teacher_sp{sp:g}'
+    out[f'psnr/{tag}_euler{c.teacher_eval_steps}'] = psnr(multi, x1)
+    out[f'fd/{tag}_euler{c.teacher_eval_steps}'] = fd(multi)
+    out[f'psnr/{tag}_1step'] = psnr(jump, x1)
+    out[f'fd/{tag}_1step'] = fd(jump)
+    imgs[f'teacher sp={sp:g}, {c.teacher_eval_steps} steps'] = multi[:n_show]
+    if sp == c.student_sigma_p:
+      endpoint = multi
+      x0_student = x0
+      imgs[f'teacher sp={sp:g}, 1 step'] = jump[:n_show]
+  y_clip = _clip(y)
+  out['psnr/lr_input'] = psnr(y_clip, x1)
+  out['fd/lr_input'] = fd(y_clip)
+  imgs = {'LR (upsampled)': y_clip[:n_show],
+          'HR': np.asarray(x1[:n_show]), **imgs}
+  for t in c.knob_ts:
+    xh = _clip(stud_fn(student, x0_student, y, jnp.float32(t)))
+    out[f'psnr/student_t{t:g}'] = psnr(xh, x1)
+    out[f'fd/student_t{t:g}'] = fd(xh)
+    out[f'psnr_vs_teacher/student_t{t:g}'] = psnr(xh, endpoint)
+    imgs[f'student t={t:g}'] = xh[:n_show]
+  return out, imgs
+
+
+# ----------------------------------------------------------------------------
+# The experiment.
+
+
+def config_schema() -> dict[str, Any]:
+  from iclrjax.core import config as cfg_lib  # pylint: disable=g-import-not-at-top
+  pos = cfg_lib.Float(min=0.0, min_inclusive=False)
+  unit = cfg_lib.Float(min=0.0, max=1.0, max_inclusive=False)
+  knob = cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False,
+                       max_inclusive=False)
+  return {
+      'factor': cfg_lib.Int(min=1, help='SR factor (8x8 from 8/factor)'),
+      'sigma_y': cfg_lib.Float(min=0.0, help='LR measurement noise'),
+      'sigma_ps': cfg_lib.Seq(item=unit, min_len=1,
+                              help='teacher noise augmentations'),
+      'student_sigma_p': unit,
+      'width': cfg_lib.Int(min=1),
+      'blocks': cfg_lib.Int(min=1),
+      'emb_dim': cfg_lib.Int(min=2),
+      'hidden_mult': cfg_lib.Int(min=1),
+      'batch_size': cfg_lib.Int(min=1),
+      'teacher_steps': cfg_lib.Int(min=1),
+      'teacher_lr': pos,
+      'student_steps': cfg_lib.Int(min=1),
+      'student_lr': pos,
+      'warmup_steps': cfg_lib.Int(min=0),
+      'grad_clip': cfg_lib.Float(min=0.0),
+      'ema_decay': unit,
+      't_min': knob,
+      't_max': knob,
+      'dt': pos,
+      'rk2_r': cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False),
+      'lambda_distill': cfg_lib.Float(min=0.0),
+      'lambda_boundary': cfg_lib.Float(min=0.0),
+      'lambda_align': cfg_lib.Float(min=0.0),
+      'knob_ts': cfg_lib.Seq(item=knob, min_len=2),
+      'teacher_eval_steps': cfg_lib.Int(min=1),
+      'num_eval': cfg_lib.Int(min=2, help='test digits scored (<= 360)'),
+      'eval_draws': cfg_lib.Int(min=1, help='degradations per test digit'),
+      'classifier_steps': cfg_lib.Int(min=1),
+      'steps_per_chunk': cfg_lib.Int(min=1),
+      'log_every': cfg_lib.Int(min=1),
+  }
+
+
+def check_config(c) -> None:
+  from iclrjax.core import config as cfg_lib  # pylint: disable=g-import-not-at-top
+  cfg_lib.check(8 % c.factor == 0, 'factor', c.factor, 'must divide 8')
+  cfg_lib.check(c.student_sigma_p in c.sigma_ps, 'student_sigma_p',
+                c.student_sigma_p, f'must be one of sigma_ps={c.sigma_ps}')
+  cfg_lib.check(c.t_min < c.t_max, 't_max', c.t_max,
+                f'must exceed t_min={c.t_min}')
+  cfg_lib.check(list(c.knob_ts) == sorted(set(c.knob_ts)), 'knob_ts',
+                c.knob_ts, 'must be strictly increasing')
+  cfg_lib.check(c.num_eval <= 360, 'num_eval', c.num_eval,
+                'at most 360 (the digits test split)')
+
+
+def _tag(sp: float) -> str:
+  return f'teacher_sp{sp:g}'
+
+
+def run(r):
+  """Teachers (one per sigma_p), the student distilled from the
+  student_sigma_p teacher, then evaluation (launch.Run -> launch.Result)."""
+  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
+  c = r.config
+  train_x = jnp.asarray(flow.digits('train'))
+  x_test = jnp.asarray(flow.digits('test')[:c.num_eval])
+  net = make_net(c)
+  chunk = lambda n: min(c.steps_per_chunk, n)
+  teachers = {}
+  for sp in c.sigma_ps:
+    init, step = make_teacher_trainer(net, train_x, c, sp)
+    out = r.train(init, step, num_steps=c.teacher_steps,
+                  chunk_size=chunk(c.teacher_steps), phase=_tag(sp),
+                  log_every=c.log_every, postfix_keys=('loss',))
+    teachers[sp] = out.state.ema
+  init, step = make_student_trainer(net, train_x, c, c.student_sigma_p)
+  out = r.train(init, step, num_steps=c.student_steps,
+                chunk_size=chunk(c.student_steps), phase='student',
+                log_every=c.log_every, init_args=teachers[c.student_sigma_p],
+                postfix_keys=('loss',))
+  student = out.state.ema
+
+  logging.info('oftsr: training the digits classifier for FD')
+  clf = features_lib.train_classifier(seed=c.seed,
+                                      steps=c.classifier_steps)
+  ref_feats = np.asarray(clf.features(train_x))
+  per_seed: list[dict[str, float]] = []
+  grid = None
+  for i in range(c.num_seeds):
+    logging.info('oftsr: evaluating seed %d', i)
+    pick = lambda tree, i=i: jax.tree.map(lambda a: a[i], tree)
+    m, imgs = evaluate_seed(
+        net, {sp: pick(p) for sp, p in teachers.items()}, pick(student),
+        x_test, jax.random.fold_in(jax.random.key(c.seed + 777), i), clf,
+        ref_feats, c)
+    per_seed.append(m)
+    grid = imgs if grid is None else grid
+  metrics = {k: np.array([m[k] for m in per_seed]) for k in per_seed[0]}
+  floor = features_lib.frechet_distance(
+      np.asarray(clf.features(jnp.asarray(flow.digits('test')))), ref_feats)
+  metrics['fd/real_test'] = np.full(c.num_seeds, floor)
+  metrics['classifier_test_accuracy'] = np.full(c.num_seeds,
+                                                clf.test_accuracy)
+  _plots(r, c, metrics, grid)
+  return launch.Result(metrics=metrics, claims=evaluate_claims(c, metrics))
+
+
+def _plots(r, c, m: dict[str, np.ndarray], grid: dict[str, np.ndarray]
+           ) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  r.plots_dir.mkdir(parents=True, exist_ok=True)
+  ts = list(c.knob_ts)
+  n = c.teacher_eval_steps
+  fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+  for ax, kind, label in ((axes[0], 'psnr', 'PSNR vs HR (dB)'),
+                          (axes[1], 'fd', 'FD to real digits (lower = '
+                                          'more realistic)')):
+    vals = np.stack([m[f'{kind}/student_t{t:g}'] for t in ts])  # [T, seeds]
+    ax.errorbar(ts, vals.mean(1), yerr=vals.std(1), fmt='o-',
+                label='student, 1 step')
+    for j, sp in enumerate(c.sigma_ps):
+      ax.axhline(m[f'{kind}/{_tag(sp)}_euler{n}'].mean(), ls='--',
+                 color=f'C{j + 1}', label=f'teacher sp={sp:g}, {n} steps')
+    ax.axhline(m[f'{kind}/lr_input'].mean(), ls=':', color='gray',
+               label='LR input')
+    if kind == 'fd':
+      ax.set_yscale('log')
+    ax.set_xlabel('knob t')
+    ax.set_ylabel(label)
+  axes[0].legend(fontsize=7)
+  fig.suptitle('OFTSR: fidelity (t -> 0) vs realism (t -> 1), mean +- sd '
+               'over seeds', fontsize=9)
+  fig.tight_layout()
+  fig.savefig(r.plots_dir / 'psnr_fd_vs_t.png', dpi=120)
+  plt.close(fig)
+
+  fig, axes = plt.subplots(len(grid), 1, figsize=(8, 0.8 * len(grid)),
+                           squeeze=False)
+  for ax, (name, x) in zip(axes[:, 0], grid.items()):
+    ax.imshow(np.concatenate(list(np.asarray(x)[..., 0]), axis=1),
+              cmap='gray', vmin=-1, vmax=1)
+    ax.set_ylabel(name, fontsize=7, rotation=0, ha='right', va='center')
+    ax.set_xticks([])
+    ax.set_yticks([])
+  fig.suptitle('2x SR of test digits (seed 0)', fontsize=9)
+  fig.tight_layout()
+  fig.savefig(r.plots_dir / 'samples.png', dpi=120)
+  plt.close(fig)
+
+  r.plot([f'{_tag(sp)}/loss' for sp in c.sigma_ps], 'teacher_loss',
+         title='teacher L1 flow loss', logy=True)
+  r.plot(['student/distill', 'student/boundary', 'student/align'],
+         'student_losses', title='student losses (unweighted)', logy=True)
+
+
+def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
+  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
+  mean = lambda k: float(np.mean(m[k]))
+  lo, hi = c.knob_ts[0], c.knob_ts[-1]
+  n = c.teacher_eval_steps
+  sp = c.student_sigma_p
+  claims = []
+  agree = mean(f'psnr_vs_teacher/student_t{hi:g}')
+  claims.append(launch.Claim(
+      claim=(f'The one-step student at t={hi:g} lands on the teacher '
+             f'(sigma_p={sp:g}) {n}-step Euler endpoint: PSNR(student, '
+             'teacher endpoint) >= 27 dB.'),
+      holds=agree >= 27.0,
+      evidence=(f'{agree:.2f} dB (per seed '
+                f'{np.round(m[f"psnr_vs_teacher/student_t{hi:g}"], 2)})')))
+  p_lo, p_hi = mean(f'psnr/student_t{lo:g}'), mean(f'psnr/student_t{hi:g}')
+  f_lo, f_hi = mean(f'fd/student_t{lo:g}'), mean(f'fd/student_t{hi:g}')
+  table = ', '.join(
+      f't={t:g}: {mean(f"psnr/student_t{t:g}"):.2f} dB / FD '
+      f'{mean(f"fd/student_t{t:g}"):.3f}' for t in c.knob_ts)
+  claims.append(launch.Claim(
+      claim=(f'The knob t trades fidelity for realism: PSNR vs HR at '
+             f't={lo:g} > at t={hi:g}, and FD(t={hi:g}) is >= 20% below '
+             f'FD(t={lo:g}).'),
+      holds=bool(p_lo > p_hi and f_hi <= 0.8 * f_lo),
+      evidence=f'{table}; FD ratio {f_hi / f_lo:.3f}'))
+  if 0.0 in c.sigma_ps and sp > 0.0:
+    f0, fp = mean(f'fd/{_tag(0.0)}_euler{n}'), mean(f'fd/{_tag(sp)}_euler{n}')
+    claims.append(launch.Claim(
+        claim=(f'A sigma_p=0 teacher is >= 1.5x worse in FD than a '
+               f'sigma_p={sp:g} teacher ({n}-step Euler).'),
+        holds=f0 >= 1.5 * fp,
+        evidence=(f'FD {f0:.3f} vs {fp:.3f} (ratio {f0 / fp:.2f}); PSNR '
+                  f'{mean(f"psnr/{_tag(0.0)}_euler{n}"):.2f} vs '
+                  f'{mean(f"psnr/{_tag(sp)}_euler{n}"):.2f} dB')))
+  jump = mean(f'fd/{_tag(sp)}_1step')
+  claims.append(launch.Claim(
+      claim=(f'Distillation makes one step usable: the student at t={hi:g} '
+             'has FD <= 0.2x that of the undistilled teacher\'s one-step '
+             'jump.'),
+      holds=f_hi <= 0.2 * jump,
+      evidence=(f'FD {f_hi:.3f} vs {jump:.3f} (ratio {f_hi / jump:.3f}); '
+                f'teacher one-step PSNR '
+                f'{mean(f"psnr/{_tag(sp)}_1step"):.2f} dB')))
+  return claims
+
+
+__all__: Sequence[str] = [
+    'SRVelocity', 'StudentState', 'TeacherState', 'avg_pool', 'bind',
+    'degrade',
+    'distill_losses', 'euler_sample', 'eval_inputs', 'evaluate_claims',
+    'evaluate_seed', 'interpolate', 'make_batch', 'make_net',
+    'make_student_trainer', 'make_teacher_trainer', 'one_step', 'perturb',
+    'psnr', 'rk2_velocity', 'sample_teacher_times', 'sample_times',
+    'student_loss', 'teacher_loss', 'upsample']
