@@ -1,0 +1,309 @@
+"""Learned DLM part (issue 9): MDLM loss, ReMDM/revision samplers, languages.
+
+The exact round model's tests are in test_dlm.py; `dlm.propagate_round` is
+used here as the independent exact reference for one ReMDM step.
+"""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from iclrjax.core import loop
+from iclrjax.diffusion import dlm
+from iclrjax.diffusion import dlm_learned as dl
+
+
+# -- languages and metrics ---------------------------------------------------------------
+def _latin_ok(seq):
+  sq = [list(seq[4 * r:4 * r + 4]) for r in range(4)]
+  lines = sq + [[sq[r][c] for r in range(4)] for c in range(4)]
+  return all(sorted(line) == [0, 1, 2, 3] for line in lines)
+
+
+def test_binary_languages_against_brute_force():
+  every = (np.arange(2 ** 16)[:, None] >> np.arange(15, -1, -1)) & 1
+  for lang, k, count in (('onehot', 1, 16), ('exactk', 2, 120)):
+    brute = every[every.sum(1) == k]
+    got = np.asarray(dl.is_valid(lang, every, k=2))
+    np.testing.assert_array_equal(got, every.sum(1) == k)
+    strings = dl.language_strings(lang, k=2)
+    assert len(strings) == count
+    assert {tuple(s) for s in strings} == {tuple(s) for s in brute}
+  # A MASK (id V = 2) makes a string invalid even if its ones are right.
+  x = np.eye(16, dtype=np.int32)[3]
+  x[0] = 2
+  assert not bool(dl.is_valid('onehot', x))
+
+
+def test_latin_squares_against_brute_force():
+  sq = dl.latin_squares(4)
+  assert sq.shape == (576, 16)             # the known count of 4x4 squares
+  assert len({tuple(s) for s in sq}) == 576
+  assert all(_latin_ok(s) for s in sq)
+  assert bool(np.all(dl.is_valid('latin', sq)))
+  rng = np.random.default_rng(0)
+  n = 1000
+  rand = rng.integers(0, 4, (n, 16))
+  swapped = sq[rng.integers(0, 576, n)].copy()  # two cells swapped
+  i, j = rng.integers(0, 16, (2, n))
+  a = swapped[np.arange(n), i].copy()
+  swapped[np.arange(n), i] = swapped[np.arange(n), j]
+  swapped[np.arange(n), j] = a
+  for x in (rand, swapped):
+    np.testing.assert_array_equal(np.asarray(dl.is_valid('latin', x)),
+                                  [_latin_ok(s) for s in x])
+
+
+def test_empirical_tv_hand_values():
+  support = np.eye(4, dtype=np.int32)
+  # 2 x e0, 1 x e1, 1 invalid: |1/2 - 1/4| + |1/4 - 1/4| + 1/4 + 1/4 = 3/4,
+  # plus the invalid mass 1/4, halved: 1/2.
+  samples = np.array([[1, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0],
+                      [1, 1, 0, 0]])
+  assert dl.empirical_tv(samples, support, 2) == pytest.approx(0.5)
+  assert dl.empirical_tv(support, support, 2) == pytest.approx(0.0)
+  assert 0.0 < dl.tv_floor(16, 512) < 0.1
+
+
+def test_oracle_logits_match_enumeration():
+  sq = dl.latin_squares(4)
+  f = dl.oracle_logits_fn(sq, 4)
+  rng = np.random.default_rng(1)
+  z = sq[rng.integers(0, 576, 20)].copy()
+  z[rng.random(z.shape) < 0.6] = 4                     # MASK
+  p = np.exp(np.asarray(f(jnp.asarray(z))))
+  for n in range(len(z)):
+    match = [s for s in sq if all(v == 4 or v == w for v, w in zip(z[n], s))]
+    want = np.zeros((16, 4))
+    for s in match:
+      want[np.arange(16), s] += 1.0 / len(match)
+    np.testing.assert_allclose(p[n], want, atol=1e-6)
+
+
+# -- the MDLM loss -------------------------------------------------------------------------
+def test_mdlm_loss_matches_numpy():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(3, 5, 4)).astype(np.float32)
+  x0 = rng.integers(0, 4, (3, 5))
+  mask = rng.random((3, 5)) < 0.5
+  t = np.array([0.3, 0.7, 0.9], np.float32)
+  logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  want = [sum(-logp[b, i, x0[b, i]] for i in range(5) if mask[b, i]) / t[b]
+          for b in range(3)]
+  np.testing.assert_allclose(dl.mdlm_loss(logits, x0, mask, t), want,
+                             rtol=1e-5)
+
+
+@pytest.mark.parametrize('language', ['onehot', 'latin'])
+def test_mdlm_nelbo_of_the_exact_denoiser_is_the_entropy(language):
+  # With the exact conditionals the MDLM NELBO is tight: E_t (1/t) sum_masked
+  # -log p(x^i | z_t) = -log p(x) = log N under the uniform law on N strings
+  # (it averages the any-order autoregressive NLL). Checks the 1/t weight,
+  # the masking rate 1 - alpha_t = t and `corrupt` together.
+  strings = dl.language_strings(language)
+  V = dl.vocab_size(language)
+  f = dl.oracle_logits_fn(strings, V)
+  x0 = jnp.asarray(strings[np.arange(8192) % len(strings)])
+  z, mask, t = dl.corrupt(jax.random.key(0), x0, V, 1e-3)
+  np.testing.assert_allclose(float(jnp.mean(mask)), 0.5 * (1 + 1e-3),
+                             atol=0.01)
+  loss = np.asarray(dl.mdlm_loss(f(z), x0, mask, t))
+  se = loss.std() / math.sqrt(len(loss))
+  assert abs(loss.mean() - math.log(len(strings))) < 4 * se + 1e-3, (
+      loss.mean(), se)
+
+
+# -- one sampling step ----------------------------------------------------------------------
+def _trans_np(states, probs, sig, a_t, a_s, sigma, V):
+  z = np.where(states == dlm.MASK, V, states)
+  tr = np.asarray(dl.step_trans(jnp.asarray(z), jnp.asarray(probs),
+                                jnp.asarray(sig), a_t, a_s, sigma), np.float64)
+  tr[tr < 1e-7] = 0.0          # float32 round-off of exact zeros
+  return tr / tr.sum(-1, keepdims=True)
+
+
+def test_step_trans_hand_values():
+  # V = 2, alpha 0.4 -> 0.7, sigma 0.2: masked -> token w.p.
+  # (0.7 - 0.8 * 0.4) / 0.6 = 19/30; decoded -> MASK w.p. 0.2.
+  probs = jnp.asarray([[[0.25, 0.75], [0.5, 0.5]]])
+  tr = np.asarray(dl.step_trans(jnp.asarray([[2, 1]]), probs,
+                                jnp.asarray([[0.0, 0.2]]), 0.4, 0.7, 0.2))
+  u = 19 / 30
+  np.testing.assert_allclose(tr[0, 0], [0.25 * u, 0.75 * u, 1 - u], atol=1e-6)
+  np.testing.assert_allclose(tr[0, 1], [0.0, 0.8, 0.2], atol=1e-6)
+  assert float(dl.sigma_max(0.4, 0.7)) == pytest.approx(0.75)
+  assert float(dl.sigma_max(0.2, 0.7)) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize('frac', [0.0, 0.5, 1.0])
+def test_remdm_step_preserves_the_forward_marginals_exactly(frac):
+  # ReMDM's reverse step with the clean x in place of x_theta: starting from
+  # all MASK and propagating the exact law (dlm.propagate_round, 'remask'
+  # mode), after every step each position is MASK w.p. 1 - alpha_s and x
+  # otherwise, independently -- for any sigma <= sigma_max (frac of it).
+  x0 = np.array([1, 0, 1])
+  V, L = 2, 3
+  probs = np.eye(V)[x0][None]                          # [1, L, V]
+  alphas = [0.0, 0.3, 0.5, 0.5, 0.5, 0.8, 1.0]          # a held loop, too
+  dist = dlm.all_masked(L)
+  for a_t, a_s in zip(alphas[:-1], alphas[1:]):
+    sigma = frac * float(dl.sigma_max(a_t, a_s)) if a_t > 0 else 0.0
+    S = len(dist.probs)
+    tr = _trans_np(dist.states, np.repeat(probs, S, 0),
+                   np.full((S, L), sigma), a_t, a_s, sigma, V)
+    dist = dlm.propagate_round(dist, tr, 'remask')
+    want = dlm.make_dist(
+        np.array([[x if keep else dlm.MASK for x, keep in zip(x0, ks)]
+                  for ks in itertools.product([0, 1], repeat=L)]),
+        np.array([np.prod([a_s if k else 1 - a_s for k in ks])
+                  for ks in itertools.product([0, 1], repeat=L)]))
+    assert dlm.tv(dist, want) < 1e-6, (a_t, a_s, sigma, dist.to_dict())
+
+
+def test_conf_sigma_keeps_the_mean_and_ranks_by_confidence():
+  z = jnp.asarray([[0, 1, 2, 1, 0]])                    # V = 2: position 2 masked
+  psi = jnp.asarray([[0.9, 0.2, jnp.inf, 0.5, 0.99]])
+  sig = np.asarray(dl.token_sigma(z, psi, 0.1, 2, conf=True))[0]
+  assert sig[2] == 0.0
+  np.testing.assert_allclose(sig.sum(), 0.1 * 4, rtol=1e-6)
+  w = np.exp(-np.array([0.9, 0.2, 0.5, 0.99]))
+  np.testing.assert_allclose(sig[[0, 1, 3, 4]], 0.4 * w / w.sum(), rtol=1e-5)
+  uni = np.asarray(dl.token_sigma(z, psi, 0.1, 2, conf=False))[0]
+  np.testing.assert_allclose(uni, [0.1, 0.1, 0.0, 0.1, 0.1])
+
+
+def test_schedules():
+  a_t, a_s, sig = dl.schedule(dl.Sampler('remdm', 4, eta=1.0))
+  # t = 1, .75, .5, .25, 0: alpha_on (1 - t) / (1 - t_on) up to t_on = 0.55,
+  # held at 0.9 down to t_off = 0.05, then -> 1.
+  np.testing.assert_allclose(np.append(a_t, a_s[-1]),
+                             [0.0, 0.5, 0.9, 0.9, 1.0], atol=1e-12)
+  np.testing.assert_allclose(sig, [0, 0, 0.1 / 0.9, 0], atol=1e-12)
+  for kind in dl.SAMPLERS:
+    for K in (2, 4, 8, 16):
+      a_t, a_s, sig = dl.schedule(dl.Sampler(kind, K, eta=0.5))
+      assert np.all(a_s >= a_t) and a_t[0] == 0 and a_s[-1] == 1
+      assert np.all(sig <= np.minimum(1, (1 - a_s) / np.maximum(a_t, 1e-12))
+                    + 1e-12)
+  assert not dl.schedule(dl.Sampler('mdlm', 8))[2].any()
+
+
+# -- samplers ------------------------------------------------------------------------------
+def _counting(fn):
+  calls = []
+
+  def wrapped(z):
+    jax.debug.callback(lambda: calls.append(1))
+    return fn(z)
+
+  return wrapped, calls
+
+
+@pytest.mark.parametrize('K', [2, 5])
+def test_samplers_use_exactly_K_model_calls(K):
+  f, calls = _counting(dl.oracle_logits_fn(dl.language_strings('onehot'), 2))
+  draw = jax.jit(lambda k, a: dl.sample_arrays(f, k, 32, 2, a))
+  for kind in dl.SAMPLERS:
+    calls.clear()
+    out = draw(jax.random.key(K), dl.sampler_arrays(dl.Sampler(kind, K,
+                                                               eta=0.5)))
+    jax.block_until_ready(out.x)
+    jax.effects_barrier()
+    assert len(calls) == K, kind
+    assert bool(jnp.all(out.x != 2)), kind              # fully decoded
+    assert float(out.masked_frac[-1]) == 0.0
+
+
+def test_sampler_keeps_the_forward_mask_fractions():
+  # Point-mass denoiser with non-uniform confidences (a product law would do
+  # the same): the real sampler's mask fraction after every step is
+  # 1 - alpha_s (Monte Carlo, 4000 x 6 positions), ReMDM-loop with
+  # confidence-based sigma and a large loop rate included.
+  V, L = 3, 6
+  marg = jnp.asarray(np.random.default_rng(0).dirichlet(np.ones(V), L),
+                     jnp.float32)
+  f = lambda z: jnp.log(jnp.broadcast_to(marg, z.shape + (V,)))
+  draw = jax.jit(lambda a: dl.sample_arrays(f, jax.random.key(0), 4000, V,
+                                            a, length=L))
+  for s in (dl.Sampler('mdlm', 8),
+            dl.Sampler('remdm', 8, eta=0.5, alpha_on=0.5, conf=True),
+            dl.Sampler('remdm', 8, eta=0.3, alpha_on=0.7, conf=False)):
+    out = draw(dl.sampler_arrays(s))
+    a_s = dl.schedule(s)[1]
+    se = np.sqrt(a_s * (1 - a_s) / (4000 * L)) + 1e-9
+    assert np.all(np.abs(np.asarray(out.masked_frac) - (1 - a_s))
+                  < 5 * se + 2e-3), (s, np.asarray(out.masked_frac), 1 - a_s)
+
+
+def test_product_law_is_sampled_exactly():
+  # For a product target the exact denoiser is its marginals whatever z
+  # shows, and every sampler (independent draws, remasking, revision) must
+  # return the target law: TV of 20000 samples over 9 outcomes.
+  V, L, N = 3, 2, 20000
+  marg = np.array([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6]])
+  f = lambda z: jnp.log(jnp.broadcast_to(jnp.asarray(marg, jnp.float32),
+                                         z.shape + (V,)))
+  draw = jax.jit(lambda a: dl.sample_arrays(f, jax.random.key(1), N, V, a,
+                                            length=L))
+  for kind in dl.SAMPLERS:
+    out = draw(dl.sampler_arrays(dl.Sampler(kind, 4, eta=0.5, alpha_on=0.5)))
+    x = np.asarray(out.x)
+    emp = np.zeros((V, V))
+    np.add.at(emp, (x[:, 0], x[:, 1]), 1.0 / N)
+    assert 0.5 * np.abs(emp - np.outer(marg[0], marg[1])).sum() < 0.02, kind
+    assert (int(out.revised) > 0) == (kind == 'revise')  # it did revise
+
+
+def test_oracle_onehot_mdlm_validity_matches_the_exact_round_model():
+  # MDLM with the exact denoiser on one-hot strings of length 5 at K = 3:
+  # Monte Carlo validity of the real sampler against the exact law, which
+  # dlm.propagate_round computes through the same step tables.
+  L, strings = 5, np.eye(5, dtype=np.int32)
+  f = dl.oracle_logits_fn(strings, 2)
+  s = dl.Sampler('mdlm', 3)
+  dist = dlm.all_masked(L)
+  for a_t, a_s, _ in zip(*dl.schedule(s)):
+    # The exact conditionals in NumPy: no 1 visible -> p(1) = 1 / #masked.
+    st = dist.states
+    n_mask = np.maximum((st == dlm.MASK).sum(1, keepdims=True), 1)
+    p1 = np.where((st == 1).any(1, keepdims=True), 0.0, 1.0 / n_mask)
+    probs = np.stack(np.broadcast_arrays(1.0 - p1, p1 + 0 * st), -1)
+    z = np.where(st == dlm.MASK, 2, st)
+    tr = _trans_np(st, probs, np.zeros(z.shape), a_t, a_s, 0.0, 2)
+    dist = dlm.propagate_round(dist, tr, 'none')
+  exact = sum(p for st, p in zip(dist.states, dist.probs)
+              if np.all(st >= 0) and st.sum() == 1)
+  out = dl.sample(f, jax.random.key(2), 10000, 2, s, length=L)
+  mc = float(jnp.mean(dl.is_valid('onehot', jnp.pad(out.x, ((0, 0), (0, 11))))))
+  assert abs(mc - exact) < 4 * math.sqrt(exact * (1 - exact) / 10000), (
+      mc, exact)
+  assert 0.5 < exact < 0.95    # the no-revision factorisation error
+
+
+# -- a short learned check -----------------------------------------------------------------
+def test_learned_onehot_mdlm_approaches_the_oracle():
+  c = ml_collections.ConfigDict(dict(batch_size=32, learning_rate=3e-3,
+                                     warmup_steps=10, ema_decay=0.9,
+                                     t_min=1e-3))
+  model = dl.Denoiser(vocab=2, width=32, depth=1, heads=2)
+  strings = dl.language_strings('onehot')
+  init, step = dl.make_trainer(model, strings, c)
+  res = loop.train(init, step, seed=0, num_seeds=1, num_steps=150,
+                   chunk_size=150, progress=False)
+  ema = jax.tree.map(lambda a: a[0], res.state.ema)
+  # Validity of MDLM at K = 16 (1000 samples): trained vs untrained params,
+  # vs the exact denoiser (0.91: the sampler's own factorisation error).
+  a = dl.sampler_arrays(dl.Sampler('mdlm', 16))
+  draw = jax.jit(lambda p: dl.is_valid('onehot', dl.sample_arrays(
+      lambda z: model.apply(p, z), jax.random.key(3), 1000, 2, a).x).mean())
+  learned = float(draw(ema))
+  untrained = float(draw(init(jax.random.key(0)).params))
+  oracle = float(jnp.mean(dl.is_valid('onehot', dl.sample_arrays(
+      dl.oracle_logits_fn(strings, 2), jax.random.key(3), 1000, 2, a).x)))
+  assert untrained < 0.3, untrained
+  assert learned > oracle - 0.1, (learned, oracle)
