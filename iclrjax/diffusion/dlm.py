@@ -65,7 +65,10 @@ Claims reproduced (exact, n small):
    (`simulate_circuit`, `ring_circuit`: a ring of width w, rule-30 gate
    new_i = x_{i-1} XOR (x_i OR x_{i+1}), depth d).
 
-`summary()` returns every number above as a dict.
+`summary()` returns every number above as a dict. The learned demo (MDLM
+training, ReMDM remasking and revision samplers on constrained languages)
+is `dlm_learned.py`; its experiment (`experiments/dlm.py`) reports these
+exact claims too.
 """
 
 from __future__ import annotations

@@ -78,6 +78,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from absl import logging
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -515,6 +516,8 @@ def evaluate(language: str, cfg, logits_fn_of: Callable, params: Any,
   for K in cfg.num_steps:
     draw = jax.jit(jax.vmap(lambda p, k, a: sample_arrays(
         logits_fn_of(p), k, cfg.num_samples, V, a).x, in_axes=(0, 0, None)))
+    logging.info('dlm: %s%s, K = %d: sampling %s', prefix, language, K,
+                 ', '.join(cfg.samplers))
     for name, smp in samplers_of(cfg, K).items():
       x = np.asarray(draw(params, keys, sampler_arrays(smp)))  # [S, N, L]
       tag = _tag(language, name, K)
