@@ -307,3 +307,81 @@ def test_learned_onehot_mdlm_approaches_the_oracle():
       dl.oracle_logits_fn(strings, 2), jax.random.key(3), 1000, 2, a).x)))
   assert untrained < 0.3, untrained
   assert learned > oracle - 0.1, (learned, oracle)
+
+
+# -- the headline claim with the exact denoiser (no training) -----------------------------
+@pytest.mark.xfail(strict=True, reason=(
+    'does not reproduce even with the exact denoiser: validity at K = 4 '
+    '(3 x 512 samples, default run) one-hot MDLM 0.706 -> ReMDM-loop 0.695, '
+    'Latin squares 0.152 -> 0.023; the loop front-loads decoding (alpha '
+    '0 -> 0.9 in the first half of the steps) and remasking at '
+    'sigma <= 0.02 cannot repair it in one loop step'))
+def test_remdm_beats_mdlm_by_010_at_k4_with_the_exact_denoiser():
+  from configs import dlm as dlm_config  # pylint: disable=g-import-not-at-top
+  cfg = dlm_config.get_config()
+  for lang in ('onehot', 'latin'):
+    V = dl.vocab_size(lang)
+    f = dl.oracle_logits_fn(dl.language_strings(lang), V)
+    draw = jax.jit(lambda a, f=f, lang=lang, V=V: dl.is_valid(
+        lang, dl.sample_arrays(f, jax.random.key(0), 2000, V, a).x).mean())
+    smp = dl.samplers_of(cfg, cfg.headline_steps)
+    mdlm = float(draw(dl.sampler_arrays(smp['mdlm'])))
+    remdm = float(draw(dl.sampler_arrays(smp['remdm'])))
+    assert remdm >= mdlm + cfg.margin, (lang, mdlm, remdm)
+
+
+# -- the full default run (slow) ----------------------------------------------------------
+@pytest.fixture(scope='module')
+def dlm_default(tmp_path_factory):
+  from configs import dlm as dlm_config  # pylint: disable=g-import-not-at-top
+  from experiments.dlm import EXPERIMENT  # pylint: disable=g-import-not-at-top
+  return EXPERIMENT.execute(dlm_config.get_config(),
+                            tmp_path_factory.mktemp('dlm') / 'run')
+
+
+def _claim(summary, prefix):
+  hits = [c for c in summary['claims'] if c['claim'].startswith(prefix)]
+  assert len(hits) == 1, (prefix, [c['claim'] for c in summary['claims']])
+  return hits[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('prefix', [
+    'Uniform one-hot law', 'CoT simulation', 'Space:',
+    '[onehot] the learned denoiser is as good'])
+def test_default_claims_that_hold(dlm_default, prefix):
+  # Measured (default config, 3 seeds): learned - exact MDLM validity on
+  # one-hot +0.005, +0.005, -0.003, -0.002 at K = 2, 4, 8, 16.
+  c = _claim(dlm_default, prefix)
+  assert c['holds'], c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'measured MDLM validity at K = 16: one-hot 0.907 (exact denoiser 0.909), '
+    'Latin 0.201 (exact denoiser 0.613): out of reach of MDLM ancestral '
+    'sampling at K = n even with a perfect model'))
+@pytest.mark.parametrize('lang', ['onehot', 'latin'])
+def test_default_quality_gate(dlm_default, lang):
+  c = _claim(dlm_default, f'[{lang}] model quality gate')
+  assert c['holds'], c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'measured Latin learned - exact MDLM validity -0.021, -0.121, -0.288, '
+    '-0.412 at K = 2, 4, 8, 16 (final loss 7.8 nats vs log 576 = 6.36): '
+    'the 800-step model is undertrained on Latin squares'))
+def test_default_latin_model_matches_the_exact_denoiser(dlm_default):
+  c = _claim(dlm_default, '[latin] the learned denoiser is as good')
+  assert c['holds'], c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'measured at K = 4 (3 seeds x 512): one-hot MDLM 0.711 -> ReMDM 0.708, '
+    'Latin 0.031 -> 0.003 (exact denoiser 0.706 -> 0.695, 0.152 -> 0.023); '
+    'the quality gate fails too'))
+def test_default_remdm_claim(dlm_default):
+  c = _claim(dlm_default, 'At K = 4 model calls ReMDM-loop')
+  assert c['holds'], c
