@@ -1,0 +1,382 @@
+"""Audio utilities in JAX: STFT/iSTFT, filterbanks, log-mel, synthetic clips.
+
+Conventions follow `torch.stft` / `torch.istft` with `center=True`,
+`pad_mode='reflect'` and a periodic Hann window of length n_fft (what the
+Flow2GAN and Vocos code use): a clip of N samples gives 1 + N // hop frames,
+frame m covering samples [m hop - n_fft / 2, m hop + n_fft / 2) of the
+reflect-padded signal.
+
+* `stft(x, n_fft, hop)` -> complex [..., frames, n_fft // 2 + 1].
+* `istft(X, n_fft, hop, length)`: windowed overlap-add divided by the
+  overlap-added squared window (torch.istft's NOLA normalisation), so
+  istft(stft(x)) = x whenever consecutive windows overlap (hop < n_fft).
+* `mel_filterbank` / `linear_filterbank`: torchaudio's `melscale_fbanks`
+  (HTK mel scale, no area normalisation) and `linear_fbanks`: triangles
+  whose corners are equally spaced on the mel (linear) scale, evaluated at
+  the rfft bin frequencies linspace(0, sr / 2, n_fft // 2 + 1).
+* `log_mel(x)`: log(max(mel magnitude spectrogram, 1e-7)) (Vocos'
+  `safe_log` of a power-1 `MelSpectrogram`, as Flow2GAN's condition).
+* `synth_clip(key)`: the synthetic harmonic clips of gen.md section 4.4
+  (tones, ADSR envelopes, exact-zero gaps, a quiet high-frequency tone), a
+  pure function of the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+LOG_FLOOR = 1e-7  # Vocos / Flow2GAN safe_log clip value
+
+
+def hann_window(n: int) -> np.ndarray:
+  """Periodic Hann window (torch.hann_window default): 0.5 - 0.5 cos(2 pi k / n)."""
+  k = np.arange(n)
+  return (0.5 - 0.5 * np.cos(2 * np.pi * k / n)).astype(np.float32)
+
+
+def num_frames(length: int, hop: int) -> int:
+  """Frames of a centered STFT of `length` samples."""
+  return 1 + length // hop
+
+
+def frames(x: jax.Array, n_fft: int, hop: int) -> jax.Array:
+  """Centered, reflect-padded frames: x [..., N] -> [..., 1 + N // hop, n_fft].
+
+  When hop divides n_fft (r = n_fft / hop), frame m is the concatenation of
+  hop-sized blocks m .. m + r - 1 (slices only: gathers and their scatter
+  gradients are slow on CPU); otherwise an index gather.
+  """
+  n = x.shape[-1]
+  pad = n_fft // 2
+  if n <= pad:
+    raise ValueError(f'signal of {n} samples too short for reflect padding '
+                     f'{pad} (n_fft={n_fft})')
+  xp = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(pad, pad)], mode='reflect')
+  f = num_frames(n, hop)
+  if n_fft % hop == 0:
+    r = n_fft // hop
+    blocks = xp[..., :(f + r - 1) * hop].reshape(*x.shape[:-1], f + r - 1, hop)
+    return jnp.concatenate([blocks[..., j:j + f, :] for j in range(r)], -1)
+  idx = np.arange(f)[:, None] * hop + np.arange(n_fft)[None, :]
+  return xp[..., idx]
+
+
+def overlap_add(seg: jax.Array, hop: int) -> jax.Array:
+  """sum_m seg[..., m, :] placed at m * hop: [..., F, L] -> [..., L + hop (F - 1)]."""
+  f, n_fft = seg.shape[-2:]
+  if n_fft % hop == 0:
+    r = n_fft // hop
+    parts = seg.reshape(*seg.shape[:-1], r, hop)
+    lead = [(0, 0)] * (seg.ndim - 2)
+    out = sum(jnp.pad(parts[..., j, :], lead + [(j, r - 1 - j), (0, 0)])
+              for j in range(r))
+    return out.reshape(*seg.shape[:-2], (f + r - 1) * hop)
+  total = n_fft + hop * (f - 1)
+  idx = np.arange(f)[:, None] * hop + np.arange(n_fft)[None, :]
+  out = jnp.zeros(seg.shape[:-2] + (total,), seg.dtype)
+  return out.at[..., idx.reshape(-1)].add(seg.reshape(*seg.shape[:-2], -1))
+
+
+def stft(x: jax.Array, n_fft: int, hop: int) -> jax.Array:
+  """Complex STFT [..., frames, n_fft // 2 + 1] (torch.stft, center=True)."""
+  return jnp.fft.rfft(frames(x, n_fft, hop) * hann_window(n_fft), axis=-1)
+
+
+def istft(spec: jax.Array, n_fft: int, hop: int, length: int) -> jax.Array:
+  """Inverse of `stft`: [..., frames, n_fft // 2 + 1] -> [..., length].
+
+  y = OLA(w * irfft(X)) / OLA(w^2), trimmed by n_fft // 2 at the start
+  (torch.istft, center=True). Samples past the last frame are zero.
+  """
+  n_frames = spec.shape[-2]
+  w = hann_window(n_fft)
+  seg = jnp.fft.irfft(spec, n=n_fft, axis=-1) * w  # [..., F, n_fft]
+  total = n_fft + hop * (n_frames - 1)
+  out = overlap_add(seg, hop)
+  idx = np.arange(n_frames)[:, None] * hop + np.arange(n_fft)[None, :]
+  env = np.zeros(total, np.float64)
+  np.add.at(env, idx.reshape(-1), np.tile(w.astype(np.float64) ** 2,
+                                          n_frames))
+  start = n_fft // 2
+  stop = min(start + length, total)
+  env = env[start:stop]
+  y = out[..., start:stop] * np.where(env > 1e-11, 1.0 / np.maximum(
+      env, 1e-11), 0.0).astype(np.float32)
+  if stop - start < length:
+    y = jnp.pad(y, [(0, 0)] * (y.ndim - 1) + [(0, length - (stop - start))])
+  return y
+
+
+def power_spectrogram(x: jax.Array, n_fft: int, hop: int) -> jax.Array:
+  """|STFT|^2 [..., frames, bins]."""
+  s = stft(x, n_fft, hop)
+  return jnp.real(s) ** 2 + jnp.imag(s) ** 2
+
+
+def magnitude_spectrogram(x: jax.Array, n_fft: int, hop: int,
+                          eps: float = 0.0) -> jax.Array:
+  """|STFT| [..., frames, bins]; sqrt(power + eps) (eps > 0 keeps the
+  gradient finite at exact zeros, e.g. in silent gaps)."""
+  return jnp.sqrt(power_spectrogram(x, n_fft, hop) + eps)
+
+
+def _hz_to_mel(f):
+  return 2595.0 * np.log10(1.0 + np.asarray(f, np.float64) / 700.0)
+
+
+def _mel_to_hz(m):
+  return 700.0 * (10.0 ** (np.asarray(m, np.float64) / 2595.0) - 1.0)
+
+
+def _triangles(all_freqs: np.ndarray, f_pts: np.ndarray) -> np.ndarray:
+  """torchaudio `_create_triangular_filterbank`: [n_freqs, n_filters]."""
+  f_diff = f_pts[1:] - f_pts[:-1]
+  slopes = f_pts[None, :] - all_freqs[:, None]
+  down = -slopes[:, :-2] / f_diff[:-1]
+  up = slopes[:, 2:] / f_diff[1:]
+  return np.maximum(0.0, np.minimum(down, up))
+
+
+@functools.lru_cache(maxsize=64)
+def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int,
+                   f_min: float = 0.0, f_max: float | None = None
+                   ) -> np.ndarray:
+  """HTK mel triangles [n_fft // 2 + 1, n_mels] (torchaudio, norm=None)."""
+  f_max = sample_rate / 2 if f_max is None else f_max
+  all_freqs = np.linspace(0, sample_rate // 2, n_fft // 2 + 1)
+  m_pts = np.linspace(_hz_to_mel(f_min), _hz_to_mel(f_max), n_mels + 2)
+  fb = _triangles(all_freqs, _mel_to_hz(m_pts)).astype(np.float32)
+  fb.setflags(write=False)
+  return fb
+
+
+@functools.lru_cache(maxsize=64)
+def linear_filterbank(sample_rate: int, n_fft: int, n_filters: int,
+                      f_min: float = 0.0, f_max: float | None = None
+                      ) -> np.ndarray:
+  """Linear-frequency triangles [n_fft // 2 + 1, n_filters] (torchaudio
+  `linear_fbanks`, the filterbank of Flow2GAN's spectral loss scaling)."""
+  f_max = sample_rate / 2 if f_max is None else f_max
+  all_freqs = np.linspace(0, sample_rate // 2, n_fft // 2 + 1)
+  f_pts = np.linspace(f_min, f_max, n_filters + 2)
+  fb = _triangles(all_freqs, f_pts).astype(np.float32)
+  fb.setflags(write=False)
+  return fb
+
+
+def mel_spectrogram(x: jax.Array, sample_rate: int, n_fft: int, hop: int,
+                    n_mels: int, power: float = 1.0) -> jax.Array:
+  """|STFT|^power @ mel filterbank: [..., frames, n_mels]."""
+  spec = power_spectrogram(x, n_fft, hop)
+  if power == 1.0:
+    spec = jnp.sqrt(spec)
+  elif power != 2.0:
+    spec = spec ** (power / 2.0)
+  return spec @ mel_filterbank(sample_rate, n_fft, n_mels)
+
+
+def safe_log(x: jax.Array, floor: float = LOG_FLOOR) -> jax.Array:
+  return jnp.log(jnp.maximum(x, floor))
+
+
+def log_mel(x: jax.Array, sample_rate: int, n_fft: int, hop: int,
+            n_mels: int) -> jax.Array:
+  """log(max(mel magnitude spectrogram, 1e-7)): [..., frames, n_mels]."""
+  return safe_log(mel_spectrogram(x, sample_rate, n_fft, hop, n_mels, 1.0))
+
+
+# -- synthetic harmonic clips ------------------------------------------------------------
+class ClipSpec(NamedTuple):
+  """Synthetic clip parameters (gen.md section 4.4)."""
+
+  sample_rate: int = 8000
+  length: int = 4000            # 0.5 s at 8 kHz
+  f0_range: tuple[float, float] = (100.0, 600.0)
+  max_tones: int = 3            # 1..max_tones simultaneous harmonic tones
+  num_harmonics: int = 4        # partials k f0 (below Nyquist), amplitude 1/k
+  gap_fraction: tuple[float, float] = (0.3, 0.5)  # exact-zero silence
+  num_gaps: int = 2
+  quiet_db: float = -30.0       # quiet tone level re the harmonic part (RMS)
+  quiet_range: tuple[float, float] = (2500.0, 3500.0)  # its frequency, Hz
+  peak: float = 0.5             # peak amplitude of the harmonic part
+
+
+def _adsr(u: jax.Array, a: jax.Array, d: jax.Array, s: jax.Array,
+          r: jax.Array) -> jax.Array:
+  """ADSR envelope at relative position u in [0, 1) of a note.
+
+  Attack to 1 over [0, a), decay to sustain level s over [a, a + d),
+  sustain, release to 0 over the last r of the note.
+  """
+  att = u / a
+  dec = 1.0 - (1.0 - s) * (u - a) / d
+  env = jnp.where(u < a, att, jnp.where(u < a + d, dec, s))
+  rel = jnp.clip((1.0 - u) / r, 0.0, 1.0)
+  return env * rel
+
+
+def synth_clip(key: jax.Array, spec: ClipSpec = ClipSpec()
+               ) -> dict[str, jax.Array]:
+  """One synthetic clip, a pure function of `key`.
+
+  The clip alternates sounding segments and `num_gaps` exact-zero gaps
+  (segment, gap, segment, gap, ..., segment), the gaps covering a fraction
+  g ~ U(gap_fraction) of the clip. Each sounding segment is one note: the
+  sum of n_tones ~ U{1..max_tones} harmonic tones (f0 ~ U(f0_range), partials
+  k f0 below Nyquist with amplitude 1 / k and random phase), shaped by a
+  random ADSR envelope spanning the segment, plus a quiet sinusoid
+  (frequency ~ U(quiet_range)) whose RMS is `quiet_db` below the harmonic
+  part's RMS over the sounding samples. The harmonic part is scaled to
+  peak amplitude `peak` (the quiet tone by the same factor, so the ratio
+  holds). Gap samples are exactly 0.0 (multiplied by a 0/1 mask).
+
+  Returns:
+    {'audio': [length] float32, 'gap_mask': [length] bool (True in gaps),
+     'quiet': [length] the quiet component alone (as mixed in)}.
+  """
+  n, sr = spec.length, spec.sample_rate
+  ks = jax.random.split(key, 12)
+  # Layout: segment lengths and gap lengths (integers summing to n).
+  g = jax.random.uniform(ks[0], (), minval=spec.gap_fraction[0],
+                         maxval=spec.gap_fraction[1])
+  gap_total = jnp.round(g * n).astype(jnp.int32)
+  gw = jax.random.uniform(ks[1], (spec.num_gaps,), minval=0.5, maxval=1.5)
+  gap_len = jnp.floor(gw / gw.sum() * gap_total).astype(jnp.int32)
+  gap_len = gap_len.at[-1].add(gap_total - gap_len.sum())
+  n_seg = spec.num_gaps + 1
+  sw = jax.random.uniform(ks[2], (n_seg,), minval=0.5, maxval=1.5)
+  seg_len = jnp.floor(sw / sw.sum() * (n - gap_total)).astype(jnp.int32)
+  seg_len = seg_len.at[-1].add(n - gap_total - seg_len.sum())
+  # Boundaries: seg0 | gap0 | seg1 | gap1 | ... | seg_last.
+  pieces = jnp.stack([seg_len, jnp.append(gap_len, 0)], 1).reshape(-1)[:-1]
+  ends = jnp.cumsum(pieces)
+  starts = ends - pieces
+  i = jnp.arange(n)
+  piece = jnp.sum(i[:, None] >= ends[None, :], axis=1)  # piece index
+  is_gap = (piece % 2) == 1
+  seg = piece // 2
+  u = (i - starts[piece]) / jnp.maximum(pieces[piece], 1)  # in [0, 1)
+  # ADSR per segment.
+  a = jax.random.uniform(ks[3], (n_seg,), minval=0.02, maxval=0.15)
+  d = jax.random.uniform(ks[4], (n_seg,), minval=0.05, maxval=0.2)
+  s = jax.random.uniform(ks[5], (n_seg,), minval=0.4, maxval=0.9)
+  r = jax.random.uniform(ks[6], (n_seg,), minval=0.05, maxval=0.2)
+  env = _adsr(u, a[seg], d[seg], s[seg], r[seg])
+  # Harmonic tones: per segment, up to max_tones f0s (extra ones muted).
+  t = i / sr
+  f0 = jax.random.uniform(ks[7], (n_seg, spec.max_tones),
+                          minval=spec.f0_range[0], maxval=spec.f0_range[1])
+  n_tones = jax.random.randint(ks[8], (n_seg,), 1, spec.max_tones + 1)
+  on = (jnp.arange(spec.max_tones)[None, :] < n_tones[:, None]).astype(
+      jnp.float32)
+  phase = jax.random.uniform(ks[9], (n_seg, spec.max_tones,
+                                     spec.num_harmonics), maxval=2 * jnp.pi)
+  k = jnp.arange(1, spec.num_harmonics + 1, dtype=jnp.float32)
+  freqs = f0[..., None] * k  # [S, M, K]
+  amp = on[..., None] / k * (freqs < 0.45 * sr)
+  # Every segment's partials at every sample, then the sample's segment
+  # selected by a one-hot weight (no gathers: cheaper to compile).
+  arg = 2 * jnp.pi * freqs[None] * t[:, None, None, None] + phase[None]
+  per_seg = jnp.sum(amp[None] * jnp.sin(arg), axis=(2, 3))  # [n, S]
+  tone = jnp.sum(per_seg * jax.nn.one_hot(seg, n_seg), axis=1) * env
+  sound = ~is_gap
+  mask = sound.astype(jnp.float32)
+  tone = tone * mask
+  tone_rms = jnp.sqrt(jnp.sum(tone ** 2) / jnp.maximum(mask.sum(), 1.0))
+  fq = jax.random.uniform(ks[10], (), minval=spec.quiet_range[0],
+                          maxval=spec.quiet_range[1])
+  ph = jax.random.uniform(ks[11], (), maxval=2 * jnp.pi)
+  level = 10.0 ** (spec.quiet_db / 20.0)
+  # A unit sinusoid has RMS 1 / sqrt(2) over the sounding samples.
+  quiet = (jnp.sqrt(2.0) * level * tone_rms * jnp.sin(2 * jnp.pi * fq * t + ph)
+           * mask)
+  scale = spec.peak / jnp.maximum(jnp.max(jnp.abs(tone)), 1e-6)
+  audio = (tone + quiet) * scale * mask  # exact zeros in the gaps
+  return {'audio': audio.astype(jnp.float32), 'gap_mask': is_gap,
+          'quiet': (quiet * scale * mask).astype(jnp.float32)}
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def synth_batch(key: jax.Array, batch_size: int,
+                spec: ClipSpec = ClipSpec()) -> dict[str, jax.Array]:
+  """`synth_clip` for fold_in(key, i), i < batch_size, stacked (jitted)."""
+  keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(
+      jnp.arange(batch_size, dtype=jnp.uint32))
+  return jax.vmap(lambda k: synth_clip(k, spec))(keys)
+
+
+# -- metrics -----------------------------------------------------------------------------
+def db(p: jax.Array) -> jax.Array:
+  return 10.0 * jnp.log10(p)
+
+
+def lsd(pred: jax.Array, target: jax.Array, n_fft: int, hop: int, *,
+        dynamic_range_db: float = 80.0, quiet_db: float = -40.0
+        ) -> dict[str, jax.Array]:
+  """Log-spectral distance per clip, overall and on quiet target bins.
+
+  Power spectra in dB are floored at `dynamic_range_db` below the target
+  clip's largest bin (the same floor for both), so exact-zero silence in
+  the target sits at the floor and any residual in the prediction counts.
+
+    LSD = mean_frames sqrt(mean_bins (P_db - Phat_db)^2)
+    LSD_quiet = sqrt(mean_{quiet bins} (P_db - Phat_db)^2),
+
+  quiet bins being those with target power below `quiet_db` re the target
+  clip's largest bin.
+
+  Args:
+    pred, target: [..., N] waveforms.
+
+  Returns:
+    {'lsd': [...], 'lsd_quiet': [...]} in dB.
+  """
+  p = power_spectrogram(target, n_fft, hop)
+  q = power_spectrogram(pred, n_fft, hop)
+  pmax = jnp.max(p, axis=(-2, -1), keepdims=True)
+  floor = pmax * 10.0 ** (-dynamic_range_db / 10.0)
+  p_db = db(jnp.maximum(p, floor))
+  q_db = db(jnp.maximum(q, floor))
+  d2 = (p_db - q_db) ** 2
+  out = jnp.mean(jnp.sqrt(jnp.mean(d2, axis=-1)), axis=-1)
+  quiet = p_db < db(pmax) + quiet_db
+  qd = jnp.sum(d2 * quiet, axis=(-2, -1)) / jnp.maximum(
+      jnp.sum(quiet, axis=(-2, -1)), 1)
+  return {'lsd': out, 'lsd_quiet': jnp.sqrt(qd)}
+
+
+def gap_rms(pred: jax.Array, gap_mask: jax.Array) -> jax.Array:
+  """RMS of `pred` over the exact-silence samples, per clip."""
+  m = gap_mask.astype(pred.dtype)
+  return jnp.sqrt(jnp.sum(pred ** 2 * m, -1) / jnp.maximum(m.sum(-1), 1.0))
+
+
+def mrstft_loss(pred: jax.Array, target: jax.Array,
+                resolutions: Sequence[tuple[int, int]] = (
+                    (64, 16), (128, 32), (256, 64)),
+                eps: float = 1e-7) -> jax.Array:
+  """Multi-resolution STFT loss per clip (Parallel WaveGAN / Yamamoto et
+  al. 2020): mean over resolutions of spectral convergence
+  ||S - Shat||_F / ||S||_F plus log-magnitude L1 mean |log S - log Shat|."""
+  total = 0.0
+  for n_fft, hop in resolutions:
+    s = magnitude_spectrogram(target, n_fft, hop, eps)
+    sh = magnitude_spectrogram(pred, n_fft, hop, eps)
+    sc = jnp.sqrt(jnp.sum((s - sh) ** 2, (-2, -1))) / jnp.sqrt(
+        jnp.sum(s ** 2, (-2, -1)))
+    mag = jnp.mean(jnp.abs(jnp.log(s) - jnp.log(sh)), (-2, -1))
+    total = total + sc + mag
+  return total / len(resolutions)
+
+
+__all__: Sequence[str] = [
+    'ClipSpec', 'frames', 'gap_rms', 'hann_window', 'istft', 'linear_filterbank',
+    'log_mel', 'lsd', 'magnitude_spectrogram', 'mel_filterbank',
+    'mel_spectrogram', 'mrstft_loss', 'num_frames', 'power_spectrogram',
+    'safe_log', 'stft', 'synth_batch', 'synth_clip']

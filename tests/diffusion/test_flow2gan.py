@@ -1,0 +1,227 @@
+"""Flow2GAN: losses against direct computations, samplers, nets, claims (slow)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from configs import flow2gan as f2g_config
+from iclrjax.diffusion import audio
+from iclrjax.diffusion import flow2gan as f2g
+
+
+def _np_power_spec(x, n_fft, hop):
+  xp = np.pad(x, (n_fft // 2, n_fft // 2), mode='reflect')
+  w = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)
+  return np.array([np.abs(np.fft.rfft(xp[m * hop:m * hop + n_fft] * w)) ** 2
+                   for m in range(1 + len(x) // hop)])
+
+
+def _np_linear_fb(sr, n_fft, n_filters):
+  freqs = np.linspace(0, sr / 2, n_fft // 2 + 1)
+  corners = np.linspace(0, sr / 2, n_filters + 2)
+  fb = np.zeros((len(freqs), n_filters))
+  for m in range(n_filters):
+    lo, mid, hi = corners[m:m + 3]
+    fb[:, m] = np.clip(np.minimum((freqs - lo) / (mid - lo),
+                                  (hi - freqs) / (hi - mid)), 0, None)
+  return fb
+
+
+def test_spectral_scaled_loss_matches_numpy():
+  rng = np.random.default_rng(0)
+  x1 = rng.normal(size=(2, 800)) * 0.3
+  x1[:, 300:500] = 0.0  # silence: the scale clamps at 1e2
+  x1[1] *= 1e3  # loud: the scale clamps at 1e-2 in places
+  err = rng.normal(size=(2, 800)) * 0.05
+  fb = _np_linear_fb(8000, 128, 32)
+  total = 0.0
+  for i in range(2):
+    s_err = _np_power_spec(err[i], 128, 32) @ fb
+    s_ref = _np_power_spec(x1[i], 128, 32) @ fb
+    scale = np.clip((s_ref + 1e-7) ** -0.5, 1e-2, 1e2)
+    total += np.sum(s_err * scale)
+  ref = total / (2 * s_err.shape[0] * 32)  # / (#frames * #filters)
+  ours = f2g.spectral_scaled_loss(
+      jnp.asarray(err, jnp.float32), jnp.asarray(x1, jnp.float32),
+      sample_rate=8000, n_fft=128, hop=32, n_filters=32)
+  np.testing.assert_allclose(ours, ref, rtol=2e-3)
+  # Both clamps are active in this example.
+  s_all = np.stack([_np_power_spec(x1[i], 128, 32) @ fb for i in range(2)])
+  sc = (s_all + 1e-7) ** -0.5
+  assert (sc > 1e2).any() and (sc < 1e-2).any()
+
+
+def test_endpoint_euler_equals_velocity_form():
+  rng = np.random.default_rng(1)
+  x = jnp.asarray(rng.normal(size=(3, 50)), jnp.float32)
+  xhat1 = jnp.asarray(rng.normal(size=(3, 50)), jnp.float32)
+  t = jnp.asarray([0.0, 0.3, 0.9])
+  v = f2g.endpoint_velocity(xhat1, x, t)
+  # Velocity form: v = xhat1 - xhat0, xhat0 the x0 of the straight path
+  # through x at time t ending at xhat1: x = (1 - t) xhat0 + t xhat1.
+  xhat0 = (x - t[:, None] * xhat1) / (1 - t[:, None])
+  np.testing.assert_allclose(v, xhat1 - xhat0, rtol=1e-5, atol=1e-5)
+  # Whole samplers: endpoint net f vs velocity net (f(x, t) - x) / (1 - t).
+  w = jnp.asarray(rng.normal(size=(50, 50)) / 10, jnp.float32)
+  f = lambda x, t: jnp.tanh(x @ w) + t[:, None]
+  g = lambda x, t: (f(x, t) - x) / (1 - t[:, None])
+  for n in (1, 2, 4):
+    np.testing.assert_allclose(
+        f2g.euler_sample(f, x, n, pred_x1=True),
+        f2g.euler_sample(g, x, n, pred_x1=False), rtol=1e-5, atol=1e-5)
+  # One endpoint Euler step lands exactly on the prediction at t = 0.
+  np.testing.assert_allclose(f2g.euler_sample(f, x, 1, pred_x1=True),
+                             f(x, jnp.zeros(3)), atol=1e-6)
+
+
+def test_oracle_fm_losses_vanish_and_oracle_samplers_are_exact():
+  x1 = audio.synth_batch(jax.random.key(0), 2)['audio']
+  key = jax.random.key(3)
+  k0, kt = jax.random.split(key)
+  x0 = 0.1 * jax.random.normal(k0, x1.shape)  # what fm_loss draws
+  t = jax.random.uniform(kt, (2,))
+  xt = (1 - t[:, None]) * x0 + t[:, None] * x1
+
+  def endpoint_oracle(x, tt):
+    np.testing.assert_allclose(x, xt, atol=1e-6)  # (FM-1)
+    np.testing.assert_allclose(tt, t)
+    return x1
+
+  kw = dict(noise_scale=0.1, spec_kwargs=dict(sample_rate=8000, n_fft=256,
+                                              hop=64, n_filters=64))
+  for spectral in (False, True):
+    assert float(f2g.fm_loss(endpoint_oracle, x1, key, pred_x1=True,
+                             spectral=spectral, **kw)) < 1e-10
+    loss = jax.jit(lambda f, pred_x1, spectral=spectral: f2g.fm_loss(
+        f, x1, key, pred_x1=pred_x1, spectral=spectral, **kw),
+                   static_argnums=(0, 1))
+    vel_oracle = lambda x, tt: x1 - x0
+    assert float(loss(vel_oracle, False)) < 1e-10
+    # A wrong target is penalised: predicting x1 - x0 for the endpoint.
+    assert float(loss(vel_oracle, True)) > 1e-4
+  # Oracles on the straight path reach x1 in any number of Euler steps.
+  ep = lambda x, tt: x1
+  vel = lambda x, tt: x1 - (x - tt[:, None] * x1) / (1 - tt[:, None])
+  for n in (1, 3):
+    np.testing.assert_allclose(f2g.euler_sample(ep, x0, n, pred_x1=True), x1,
+                               atol=1e-5)
+    np.testing.assert_allclose(f2g.euler_sample(vel, x0, n, pred_x1=False),
+                               x1, atol=1e-5)
+
+
+def test_hinge_and_feature_matching_hand_cases():
+  real = [jnp.array([2.0, 0.5]), jnp.array([-1.0])]
+  fake = [jnp.array([-2.0, 0.0]), jnp.array([1.0])]
+  # D: mean(relu(1 - [2, .5])) = .25, mean(relu(1 + [-2, 0])) = .5;
+  #    relu(1 + 1) = 2 and relu(1 - (-1)) = 2 -> 0.25 + 0.5 + 2 + 2.
+  assert float(f2g.hinge_d_loss(real, fake)) == pytest.approx(4.75)
+  # G: mean(relu(1 - [-2, 0])) = 2, relu(1 - 1) = 0.
+  assert float(f2g.hinge_g_loss(fake)) == pytest.approx(2.0)
+  fr = [[jnp.ones((2, 3)), jnp.zeros(4)], [jnp.full((5,), 2.0)]]
+  ff = [[jnp.zeros((2, 3)), jnp.full((4,), -0.5)], [jnp.full((5,), 1.0)]]
+  assert float(f2g.feature_matching_loss(fr, ff)) == pytest.approx(2.5)
+  # The real side is a constant: no gradient flows into it.
+  g = jax.grad(lambda r: f2g.feature_matching_loss([[r]], [[jnp.zeros(3)]]))(
+      jnp.ones(3))
+  np.testing.assert_array_equal(g, 0.0)
+
+
+def test_multiscale_mel_loss():
+  x = audio.synth_batch(jax.random.key(1), 2)['audio']
+  kw = dict(sample_rate=8000, n_ffts=(32, 128), n_mels=(5, 20))
+  assert float(f2g.multiscale_mel_loss(x, x, **kw)) == 0.0
+  y = 0.5 * x  # halving the magnitude: |log 0.5| on bins above the floor
+  val = float(f2g.multiscale_mel_loss(x, y, **kw))
+  ref = 0.0
+  for nf, nm in zip((32, 128), (5, 20)):
+    a = audio.mel_spectrogram(x, 8000, nf, nf // 4, nm)
+    ref += float(jnp.mean(jnp.abs(jnp.log(jnp.maximum(a, 1e-7))
+                                  - jnp.log(jnp.maximum(0.5 * a, 1e-7)))))
+  assert val == pytest.approx(ref, rel=1e-4)
+  assert 0.3 < val / 2 < np.log(2) + 1e-4  # gaps sit at the floor
+
+
+def test_branch_dropout_weights():
+  w = np.asarray(f2g.branch_dropout_weights(jax.random.key(0), 4000, 3, 0.5))
+  dropped = (w == 0).any(1)
+  assert 0.45 < dropped.mean() < 0.55
+  np.testing.assert_allclose(w[~dropped], 1.0)
+  np.testing.assert_allclose(np.sort(w[dropped], 1), np.tile([0, 1.5, 1.5], (
+      dropped.sum(), 1)))
+  np.testing.assert_allclose(w.mean(1), 1.0)  # the average is unbiased
+  np.testing.assert_array_equal(
+      f2g.branch_dropout_weights(jax.random.key(0), 5, 1, 0.5), 1.0)
+
+
+@pytest.fixture(scope='module')
+def smoke_cfg():
+  return f2g_config.get_config('smoke')
+
+
+def test_generator_shapes_branch_average_and_discriminators(smoke_cfg):
+  c = smoke_cfg
+  model = f2g.make_generator(c, 'multi')
+  mel, x, t = f2g._example_inputs(c, 2)  # pylint: disable=protected-access
+  x = jax.random.normal(jax.random.key(0), x.shape)
+  params = jax.jit(lambda k: model.init(k, mel, x, t,
+                                        method=f2g.Generator.init_all))(
+                                            jax.random.key(1))
+  # Rows 0-2: only branch i, weight 3 (undoes the mean); row 3: branch 0
+  # dropped, the others rescaled by 3 / 2.
+  rows = jnp.concatenate([jnp.eye(3) * 3, jnp.array([[0.0, 1.5, 1.5]])])
+
+  @jax.jit
+  def outputs(params):
+    cond = model.apply(params, mel, method=f2g.Generator.encode)
+    per_row = jax.vmap(lambda r: model.apply(
+        params, x, t, cond, jnp.tile(r[None], (2, 1))))(rows)
+    return cond, model.apply(params, x, t, cond), list(per_row[:3]), per_row[3]
+
+  cond, out, single, dropped = outputs(params)
+  assert cond.shape == (2, 63, c.cond_channels)
+  assert out.shape == x.shape and np.isfinite(np.asarray(out)).all()
+  np.testing.assert_allclose(out, sum(single) / 3, atol=1e-6)
+  # Dropping branch 0 with weights (0, 1.5, 1.5) = mean of the others.
+  np.testing.assert_allclose(dropped, (single[1] + single[2]) / 2, atol=1e-6)
+  up = f2g.upsample_cond(jnp.arange(3.0)[None, :, None], 2, 5)
+  np.testing.assert_array_equal(up[0, :, 0], [0, 0, 1, 1, 2])
+  disc = f2g.Discriminators(periods=(2, 3), mp_channels=(4, 4),
+                            resolutions=(64, 128), mr_channels=4)
+  dp = disc.init(jax.random.key(2), x)
+  outs = jax.jit(disc.apply)(dp, x)
+  assert len(outs['mp']) == 2 and len(outs['mr']) == 2
+  for score, fmaps in outs['mp']:
+    assert score.shape[0] == 2 and len(fmaps) == 3  # 2 convs + post
+  for score, fmaps in outs['mr']:
+    assert score.shape[0] == 2 and len(fmaps) == 6  # 1 + 3 strided + 1 + post
+
+
+def test_multi_and_single_branch_parameter_counts_match():
+  c = f2g_config.get_config()
+  multi = f2g.param_count(f2g.make_generator(c, 'multi'), c)
+  single_model = f2g.make_generator(c, 'single')
+  single = f2g.param_count(single_model, c)
+  assert len(single_model.n_ffts) == 1 and single_model.n_ffts[0] == 256
+  assert abs(single - multi) / multi < 0.02, (multi, single)
+
+
+# -- the default run (slow) --------------------------------------------------------------
+@pytest.fixture(scope='module')
+def default_run(tmp_path_factory):
+  from experiments.flow2gan import EXPERIMENT  # pylint: disable=g-import-not-at-top
+  return EXPERIMENT.execute(f2g_config.get_config(),
+                            tmp_path_factory.mktemp('flow2gan') / 'run')
+
+
+def _claim(summary, prefix):
+  hits = [c for c in summary['claims'] if c['claim'].startswith(prefix)]
+  assert len(hits) == 1, prefix
+  return hits[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('prefix', ['(i)', '(ii)', '(iii)', '(iv)'])
+def test_default_run_claims(default_run, prefix):
+  c = _claim(default_run, prefix)
+  assert c['holds'], c
