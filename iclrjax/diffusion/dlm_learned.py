@@ -66,7 +66,23 @@ with exactly K model calls (`sample`):
 Metrics: validity rate (`is_valid`) and, for 'onehot'/'exactk', the TV
 distance between the empirical law of the samples and the uniform law on
 valid strings (`empirical_tv`; with its finite-sample floor: the TV of as
-many exact uniform draws, `tv_floor`).
+many exact uniform draws, `tv_floor`). Every sampler also runs with the
+exact denoiser of the language (`oracle_logits_fn`, the true conditional
+marginals by enumeration): it separates what the sampler costs from what
+the training costs.
+
+Measured (default config, 3 seeds x 512 samples; learned / exact
+denoiser): validity at K = 4, one-hot MDLM 0.711 / 0.706, ReMDM-loop
+0.708 / 0.695, revision 0.697 / 0.691; Latin squares MDLM 0.031 / 0.152,
+ReMDM-loop 0.003 / 0.023, revision 0.031 / 0.151. At K = 16 MDLM reaches
+0.907 / 0.909 (one-hot) and 0.201 / 0.613 (Latin): even a perfect
+denoiser misses the 0.95 gate at K = n, because ~1 token per step on
+average still means several tokens drawn independently in some steps (the
+factorisation error of the exact part, now with random unmasking). The
+issue's "ReMDM >= MDLM + 0.10 at K = n/4" does not reproduce, with either
+denoiser: with 4 calls the loop schedule decodes 90% of the tokens in the
+first two steps and its single loop step (sigma = 0.02 per token on
+average) cannot repair that.
 """
 
 from __future__ import annotations
@@ -566,9 +582,27 @@ def run(r):
           S, tv_floor(len(strings), cfg.num_samples))
   exact = dlm.summary()
   _plots(r, cfg, metrics)
+  table = validity_table(cfg, metrics)
+  (r.workdir / 'validity_table.md').write_text(table + '\n')
   claims = exact_claims(exact) + learned_claims(cfg, metrics)
   return launch.Result(metrics=metrics, claims=claims,
-                       extra={'exact': _jsonable(exact)})
+                       extra={'exact': _jsonable(exact),
+                              'validity_table': table.split('\n')})
+
+
+def validity_table(cfg, m: dict[str, np.ndarray]) -> str:
+  """Markdown: validity (mean over seeds) per language, sampler and K,
+  learned / exact denoiser."""
+  Ks = sorted(cfg.num_steps)
+  lines = ['| language | sampler | ' + ' | '.join(f'K={K}' for K in Ks)
+           + ' |', '|---|---|' + '---|' * len(Ks)]
+  for lang in cfg.languages:
+    for name in cfg.samplers:
+      cells = [f"{m[f'validity/{_tag(lang, name, K)}'].mean():.3f} / "
+               f"{m[f'oracle_validity/{_tag(lang, name, K)}'].mean():.3f}"
+               for K in Ks]
+      lines.append(f'| {lang} | {name} | ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines)
 
 
 def _jsonable(obj):
@@ -723,4 +757,4 @@ __all__: Sequence[str] = [
     'oracle_logits_fn', 'run', 'sample', 'sample_arrays', 'sampler_arrays',
     'samplers_of', 'schedule',
     'sigma_max', 'step_trans', 'string_ids', 'token_sigma', 'tv_floor',
-    'vocab_size']
+    'validity_table', 'vocab_size']

@@ -315,7 +315,7 @@ def test_learned_onehot_mdlm_approaches_the_oracle():
     '(3 x 512 samples, default run) one-hot MDLM 0.706 -> ReMDM-loop 0.695, '
     'Latin squares 0.152 -> 0.023; the loop front-loads decoding (alpha '
     '0 -> 0.9 in the first half of the steps) and remasking at '
-    'sigma <= 0.02 cannot repair it in one loop step'))
+    'sigma = 0.02 (mean per token) cannot repair it in one loop step'))
 def test_remdm_beats_mdlm_by_010_at_k4_with_the_exact_denoiser():
   from configs import dlm as dlm_config  # pylint: disable=g-import-not-at-top
   cfg = dlm_config.get_config()
