@@ -90,7 +90,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
