@@ -1,0 +1,109 @@
+"""Guidance watermarking for diffusion models (arXiv 2509.22126).
+
+  python -m experiments.guidance_wm --config=configs/guidance_wm.py
+  python -m experiments.guidance_wm --config=configs/guidance_wm.py:smoke --workdir=/tmp/gwm
+
+Per seed (vmapped): trains a rectified-flow residual MLP on 8x8 digits and a
+HiDDeN-style post-hoc watermark (encoder/decoder, M = 16 bits, identity +
+Gaussian-noise augmentation only), freezes and whitens the decoder on real
+digits, then samples with Euler (50 steps) unguided and with watermark
+guidance in the last `guided_steps` steps (Eq. 9 norm control, PCGrad over
+the augmentation set, one-step 'tweedie' or 'complete' x0 estimate).
+
+Variants:
+  smoke    (CI, ~30 s) tiny nets, a few dozen training steps.
+  default  (CPU, ~10-15 min) 3 seeds; generator 256 x 3 blocks.
+  paper    larger generator and decoder, more samples (not sized for CPU).
+
+Pass criteria (issue): (i) p-values of 2000 unwatermarked generations per
+seed are uniform (KS p > 0.01) and FPR at P_FA = 1e-2 is in [0.5%, 2%];
+(ii) identity-only guidance: bit accuracy >= 0.95 (detection at 1e-3
+reported); (iii) adding 1-pixel shifts to the guidance raises bit accuracy
+under a 1-pixel shift attack by >= 0.15; (iv) the classifier label is
+unchanged for >= 90% of samples and the Frechet distance to real digits
+rises by <= 10%.
+"""
+
+import ml_collections
+
+VARIANTS = ('smoke', 'default', 'paper')
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  variant = arg or 'default'
+  if variant not in VARIANTS:
+    raise ValueError(f'Unknown variant {arg!r}: use one of {VARIANTS} '
+                     '(e.g. --config=configs/guidance_wm.py:smoke)')
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.num_seeds = 3
+  # Generator: rectified flow, ResMLP velocity, AdamW + EMA (flow.make_trainer).
+  c.gen_width = 256
+  c.gen_blocks = 3
+  c.gen_emb_dim = 64
+  c.gen_train_steps = 3000
+  c.gen_batch_size = 128
+  c.gen_learning_rate = 1e-3
+  c.gen_ema_decay = 0.999
+  # Post-hoc watermark (HiDDeN-style), trained with identity + noise only.
+  c.num_bits = 16
+  c.dec_channels = 16
+  c.dec_train_steps = 1500
+  c.dec_batch_size = 128
+  c.dec_learning_rate = 3e-3
+  c.dec_noise_std = 0.1
+  c.dec_image_weight = 0.1
+  c.enc_strength = 0.2
+  c.classifier_steps = 2000
+  # Sampling and guidance.
+  c.num_steps = 50
+  c.guided_steps = 10                 # T_w: guidance in the last T_w steps
+  c.estimates = ('tweedie', 'complete')
+  c.headline_estimate = 'tweedie'
+  c.omegas = (2.0, 4.0, 8.0, 16.0)
+  c.headline_omega = 8.0
+  c.eta = 1e-3                        # Eq. 9 norm floor
+  c.tau = 1.0                         # element-wise clip of the gradient
+  c.guidance_noise_std = 0.1
+  c.base_augs = ('identity',)
+  c.whiten_on = 'generated'           # or 'real' (see the claim evidence)
+  c.clip_x0 = True                    # guidance sees the clipped image
+  c.robust_augs = ('identity', 'shift_right', 'shift_left', 'shift_down',
+                   'shift_up')
+  c.num_calibration = 2000
+  c.num_guided = 500
+  c.steps_per_chunk = 1000
+  c.log_every = 50
+  c.checkpoint_every = 1
+  c.keep_checkpoints = 2
+  c.distributed = False
+  if variant == 'smoke':
+    c.num_seeds = 1
+    c.gen_width = 32
+    c.gen_blocks = 1
+    c.gen_emb_dim = 16
+    c.gen_train_steps = 30
+    c.gen_batch_size = 32
+    c.dec_channels = 8
+    c.dec_train_steps = 30
+    c.dec_batch_size = 32
+    c.classifier_steps = 100
+    c.num_steps = 8
+    c.guided_steps = 4
+    c.estimates = ('tweedie',)
+    c.omegas = (8.0,)
+    c.num_calibration = 64
+    c.num_guided = 16
+    c.steps_per_chunk = 15
+    c.log_every = 5
+  elif variant == 'paper':
+    c.gen_width = 512
+    c.gen_blocks = 4
+    c.gen_train_steps = 20000
+    c.dec_channels = 64
+    c.dec_train_steps = 10000
+    c.num_calibration = 10000
+    c.num_guided = 2000
+    c.omegas = (1.0, 2.0, 4.0, 8.0, 16.0)
+    c.guided_steps = 15
+  return c

@@ -1,0 +1,333 @@
+"""Guidance watermarking: Eq. 7 by Monte Carlo, PCGrad, guidance sign, claims."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import special as sp_special
+from scipy import stats
+
+from configs import guidance_wm as gwm_config
+from iclrjax.core import loop
+from iclrjax.diffusion import flow
+from iclrjax.diffusion import guidance_wm as gwm
+
+
+# ---------------------------------------------------------------------------
+# Statistics (Eqs. 6-7).
+
+
+def test_antipodal_and_decoding():
+  bits = jnp.array([[0, 1, 1, 0]])
+  u = gwm.antipodal(bits)
+  np.testing.assert_array_equal(u, [[-1.0, 1.0, 1.0, -1.0]])
+  np.testing.assert_array_equal(gwm.decode_bits(u), bits)
+  np.testing.assert_allclose(gwm.wm_loss(3.0 * u, u), [0.0], atol=1e-6)
+  np.testing.assert_allclose(gwm.wm_loss(-u, u), [2.0], atol=1e-6)
+  np.testing.assert_allclose(gwm.bit_accuracy(u * jnp.array([1, 1, -1, 1]),
+                                              bits), [0.75])
+
+
+def test_exact_decoding_threshold_is_sufficient_and_tight():
+  m = 16
+  thr = gwm.exact_decoding_threshold(m)
+  rng = np.random.default_rng(0)
+  bits = rng.integers(0, 2, (20000, m))
+  u = np.asarray(gwm.antipodal(bits))
+  phi = u + rng.normal(size=u.shape) * rng.uniform(0.1, 1.5, (20000, 1))
+  loss = np.asarray(gwm.wm_loss(jnp.asarray(phi), jnp.asarray(u)))
+  ok = np.all(np.asarray(gwm.decode_bits(jnp.asarray(phi))) == bits, -1)
+  assert (loss < thr).sum() > 1000
+  assert ok[loss < thr].all()
+  # Tight: u with one coordinate set to 0 sits exactly on the boundary.
+  edge = u[:1].copy()
+  edge[0, 0] = 0.0
+  np.testing.assert_allclose(gwm.wm_loss(jnp.asarray(edge), jnp.asarray(u[:1])),
+                             [thr], rtol=1e-5)
+
+
+def test_p_value_matches_monte_carlo_and_scipy():
+  """P[cos(U, u) > c] for U uniform on S^{M-1} (gen.md's MC numbers, M=16)."""
+  m = 16
+  z = jax.random.normal(jax.random.key(0), (400_000, m))
+  u = gwm.antipodal(jax.random.bernoulli(jax.random.key(1), 0.5, (m,)))
+  cos = np.asarray(gwm.cosine(z, u))
+  cs = np.array([0.1, 0.3, 0.5, -0.3, 0.0, 0.7], np.float32)
+  p = np.asarray(gwm.p_value(jnp.asarray(cs), m))
+  emp = (cos[:, None] > cs).mean(0)
+  se = np.sqrt(emp * (1 - emp) / cos.shape[0])
+  np.testing.assert_array_less(np.abs(p - emp), 4 * se + 1e-5)
+  np.testing.assert_allclose(p[:4], [0.3513, 0.1210, 0.0205, 0.8790],
+                             atol=1e-4)
+  # Independent reference: cos^2 ~ Beta(1/2, (M-1)/2) by scipy.
+  ref = np.where(cs >= 0, 0.5 * stats.beta.sf(cs ** 2, 0.5, (m - 1) / 2),
+                 1 - 0.5 * stats.beta.sf(cs ** 2, 0.5, (m - 1) / 2))
+  np.testing.assert_allclose(p, ref, rtol=1e-4, atol=1e-7)
+  # The complement form keeps tiny p-values accurate (1 - I underflows).
+  c_big = np.float32(0.95)
+  tiny = float(gwm.p_value(jnp.asarray(c_big), m))
+  exact = 0.5 * sp_special.betainc((m - 1) / 2, 0.5, 1 - np.float64(c_big) ** 2)
+  assert 0 < exact < 1e-8
+  np.testing.assert_allclose(tiny, exact, rtol=1e-3)
+
+
+def test_p_values_uniform_for_isotropic_features():
+  """Under H0 (phi isotropic) Eq. 7 gives uniform p-values for any fixed u."""
+  m = 16
+  phi = jax.random.normal(jax.random.key(2), (20000, m)) * 3.0
+  u = gwm.antipodal(jnp.arange(m) % 2)
+  p = np.asarray(gwm.p_value(gwm.cosine(phi, u), m))
+  assert stats.kstest(p, 'uniform').pvalue > 1e-3
+  assert 0.008 < (p < 0.01).mean() < 0.012
+
+
+# ---------------------------------------------------------------------------
+# PCGrad.
+
+
+def _pcgrad_numpy(g, order):
+  g = np.asarray(g, np.float64)
+  out = []
+  for i in range(len(g)):
+    gi = g[i].copy()
+    for j in order:
+      if j == i:
+        continue
+      d = gi @ g[j]
+      if d < 0:
+        gi = gi - d / (g[j] @ g[j]) * g[j]
+    out.append(gi)
+  return np.sum(out, 0)
+
+
+def test_pcgrad_hand_made_conflict():
+  g = jnp.array([[1.0, 0.0], [-1.0, 1.0]])
+  # g1.g2 = -1: g1 -> g1 + g2/2 = (0.5, 0.5); g2 -> g2 + g1 = (0, 1).
+  np.testing.assert_allclose(gwm.pcgrad(g), [0.5, 1.5], atol=1e-6)
+  # Each projected gradient no longer conflicts with the other task.
+  np.testing.assert_allclose(jnp.dot(jnp.array([0.5, 0.5]), g[1]), 0.0)
+  # No conflict: the plain sum.
+  h = jnp.array([[1.0, 2.0], [0.5, -0.1]])
+  np.testing.assert_allclose(gwm.pcgrad(h), h.sum(0), atol=1e-6)
+  # Exactly opposite gradients cancel to zero (both get projected away).
+  np.testing.assert_allclose(gwm.pcgrad(jnp.array([[1.0, 2.0], [-1.0, -2.0]])),
+                             [0.0, 0.0], atol=1e-6)
+
+
+def test_pcgrad_matches_numpy_for_every_order():
+  rng = np.random.default_rng(3)
+  g = rng.normal(size=(4, 5)).astype(np.float32)
+  g[3] = -0.8 * g[0] + 0.1 * rng.normal(size=5)  # a strong conflict
+  results = []
+  for order in itertools.permutations(range(4)):
+    got = np.asarray(gwm.pcgrad(jnp.asarray(g), jnp.asarray(order)))
+    np.testing.assert_allclose(got, _pcgrad_numpy(g, order), rtol=1e-4,
+                               atol=1e-5)
+    results.append(got)
+  # With three or more tasks the order matters (why PCGrad randomises it).
+  assert np.ptp(np.stack(results), 0).max() > 1e-3
+  # A zeroed task (switched off by the augmentation mask) changes nothing.
+  g0 = np.concatenate([g[:2], np.zeros((1, 5), np.float32)])
+  np.testing.assert_allclose(gwm.pcgrad(jnp.asarray(g0)),
+                             _pcgrad_numpy(g[:2], (0, 1)), rtol=1e-5,
+                             atol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# Augmentations, whitening, x0 estimates.
+
+
+def test_shift_matches_numpy_and_is_linear():
+  x = jnp.arange(2 * 3 * 4, dtype=jnp.float32).reshape(2, 3, 4, 1)
+  y = np.asarray(gwm.shift(x, 0, 1, fill=-1.0))
+  ref = np.full((2, 3, 4, 1), -1.0, np.float32)
+  ref[:, :, 1:] = np.asarray(x)[:, :, :-1]
+  np.testing.assert_array_equal(y, ref)
+  y = np.asarray(gwm.shift(x, -1, 0, fill=-1.0))
+  ref = np.full((2, 3, 4, 1), -1.0, np.float32)
+  ref[:, :-1] = np.asarray(x)[:, 1:]
+  np.testing.assert_array_equal(y, ref)
+  # The gradient of <w, shift(x)> is the opposite shift of w (zero-filled).
+  w = jax.random.normal(jax.random.key(0), x.shape)
+  gx = jax.grad(lambda z: jnp.sum(w * gwm.shift(z, 1, -1)))(x)
+  np.testing.assert_allclose(gx, gwm.shift(w, -1, 1, fill=0.0), atol=1e-6)
+  with pytest.raises(ValueError, match='unknown augmentation'):
+    gwm.aug_mask(['rotate'])
+
+
+def test_whitening_gives_zero_mean_identity_covariance():
+  rng = np.random.default_rng(0)
+  a = rng.normal(size=(6, 6))
+  phi = rng.normal(size=(3000, 6)) @ a + 5.0
+  w = gwm.fit_whitening(jnp.asarray(phi, jnp.float32))
+  z = np.asarray(w(jnp.asarray(phi, jnp.float32)), np.float64)
+  np.testing.assert_allclose(z.mean(0), 0.0, atol=1e-3)
+  np.testing.assert_allclose(np.cov(z, rowvar=False), np.eye(6), atol=2e-3)
+  np.testing.assert_allclose(w.matrix, w.matrix.T, atol=1e-5)  # ZCA
+
+
+def _point_mass_velocity(target):
+  # The exact rectified-flow velocity when the data is one point `target`:
+  # x_t = (1 - t) target + t eps, v = eps - target = (x - target) / t.
+  return lambda x, t: (x - target) / t
+
+
+def test_x0_estimates_are_exact_for_a_point_mass():
+  target = jax.random.normal(jax.random.key(0), (3, 8, 8, 1))
+  vel = _point_mass_velocity(target)
+  x1 = jax.random.normal(jax.random.key(1), target.shape)
+  ts = flow.time_grid(10)
+  x = flow.euler_sample(vel, x1, 6, 1.0, float(ts[6]))
+  v = vel(x, ts[6])
+  np.testing.assert_allclose(gwm.tweedie_x0(x, v, ts[6]), target, atol=1e-5)
+  np.testing.assert_allclose(gwm.complete_x0(vel, x, v, ts, 6, 4), target,
+                             atol=1e-5)
+
+
+def test_complete_x0_equals_running_the_remaining_steps():
+  w = jax.random.normal(jax.random.key(2), (64, 64)) / 8
+  vel = lambda x, t: jnp.tanh(x.reshape(x.shape[0], -1) @ w).reshape(
+      x.shape) * (1 + t)
+  x = jax.random.normal(jax.random.key(3), (4, 8, 8, 1))
+  ts = flow.time_grid(12)
+  for k in (7, 9, 11):
+    ref = flow.euler_sample(vel, x, 12 - k, float(ts[k]), 0.0)
+    got = gwm.complete_x0(vel, x, vel(x, ts[k]), ts, k, 5)
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# Guidance: sign and effect, with a random decoder.
+
+
+@pytest.fixture(scope='module')
+def random_decoder():
+  dec = gwm.WMDecoder(num_bits=16, channels=8)
+  x = jnp.asarray(flow.digits('train'))[:512]
+  params = dec.init(jax.random.key(0), x[:1])
+  white = gwm.fit_whitening(dec.apply(params, x))
+  return gwm.whitened_phi(dec, params, white), x
+
+
+def test_one_guided_step_decreases_the_loss(random_decoder):
+  phi_fn, x = random_decoder
+  x0 = x[:64]
+  eps = jax.random.normal(jax.random.key(1), x0.shape)
+  t = jnp.float32(0.3)
+  xt = flow.interpolate(x0, eps, t)
+  v = eps - x0 + 0.1 * jax.random.normal(jax.random.key(2), x0.shape)
+  bits = jax.random.bernoulli(jax.random.key(3), 0.5, (64, 16))
+  u = gwm.antipodal(bits)
+  x0hat = gwm.tweedie_x0(xt, v, t)
+  direction = jax.jit(lambda x, mask: gwm.guidance_direction(
+      phi_fn, x, u, jax.random.key(4), mask, noise_std=0.1, tau=1e9,
+      eta=1e-6))
+  for augs in (('identity',), gwm.AUGMENTATIONS):
+    d = direction(x0hat, gwm.aug_mask(augs))
+    norms = jnp.sqrt(jnp.sum(d ** 2, axis=(1, 2, 3)))
+    np.testing.assert_allclose(norms, 1.0, rtol=1e-4)  # Eq. 9, ||g|| > eta
+    after = gwm.tweedie_x0(xt, v + 0.05 * d, t)  # omega = 0.05
+    l0 = gwm.wm_loss(phi_fn(x0hat), u)
+    l1 = gwm.wm_loss(phi_fn(after), u)
+    if augs == ('identity',):
+      assert (l1 < l0).all(), (l0, l1)
+    else:  # PCGrad over all augmentations: still a descent for most images
+      assert (l1 < l0).mean() > 0.9
+  # The opposite sign (the paper's printed form) increases it.
+  d = direction(x0hat, gwm.aug_mask(('identity',)))
+  worse = gwm.wm_loss(phi_fn(gwm.tweedie_x0(xt, v - 0.05 * d, t)), u)
+  assert (worse > gwm.wm_loss(phi_fn(x0hat), u)).all()
+
+
+def test_guided_sampler_embeds_the_message(random_decoder):
+  phi_fn, x = random_decoder
+  target = x[:32]
+  x1 = jax.random.normal(jax.random.key(5), target.shape)
+  # A constant velocity x1 - target: the unguided Euler path ends at target
+  # and (unlike the point-mass field) it does not undo the guidance steps.
+  vel = lambda z, t: jnp.broadcast_to(x1 - target, z.shape)
+  bits = jax.random.bernoulli(jax.random.key(6), 0.5, (32, 16))
+  u = gwm.antipodal(bits)
+  mask = gwm.aug_mask(['identity'])
+  sample = jax.jit(
+      lambda omega, est: gwm.guided_sample(
+          vel, phi_fn, x1, u, jax.random.key(7), num_steps=20,
+          guided_steps=10, omega=omega, mask=mask, estimate=est),
+      static_argnums=1)
+  plain = sample(0.0, 'tweedie')
+  np.testing.assert_allclose(plain, target, atol=1e-4)  # exact Euler
+  assert float(gwm.bit_accuracy(phi_fn(plain), bits).mean()) < 0.75
+  for est in ('tweedie', 'complete'):
+    x0 = sample(6.0, est)
+    assert float(gwm.bit_accuracy(phi_fn(x0), bits).mean()) > 0.9, est
+    # Displacement bounded by the normalised steps: sum of dt omega = 3.
+    rms = jnp.sqrt(jnp.sum((x0 - plain) ** 2, axis=(1, 2, 3)))
+    assert float(rms.max()) <= 3.0 + 1e-4
+
+
+# ---------------------------------------------------------------------------
+# A small end-to-end pipeline.
+
+
+@pytest.mark.slow
+def test_decoder_trainer_learns_and_is_not_shift_robust():
+  c = gwm_config.get_config()
+  x = jnp.asarray(flow.digits('train'))
+  init, step, enc, dec = gwm.make_decoder_trainer(x, c)
+  res = loop.train(init, step, seed=0, num_seeds=1,
+                   num_steps=c.dec_train_steps, chunk_size=c.dec_train_steps,
+                   progress=False)
+  params = jax.tree.map(lambda a: a[0], res.state.params)
+  test = jnp.asarray(flow.digits('test'))
+  bits = jax.random.bernoulli(jax.random.key(0), 0.5, (test.shape[0], 16))
+  xw = enc.apply(params['encoder'], test, bits)
+  raw = lambda z: dec.apply(params['decoder'], z)
+  acc = float(gwm.bit_accuracy(raw(xw), bits).mean())
+  shifted = float(gwm.shift_attack_bit_accuracy(raw, xw, bits).mean())
+  assert acc > 0.95, acc
+  assert shifted < acc - 0.15, (acc, shifted)
+
+
+@pytest.fixture(scope='module')
+def default_run(tmp_path_factory):
+  """The full default run (~10-15 min on 2 cores), once for the claims."""
+  from experiments.guidance_wm import EXPERIMENT  # pylint: disable=g-import-not-at-top
+  summary = EXPERIMENT.execute(gwm_config.get_config(),
+                               tmp_path_factory.mktemp('guidance_wm') / 'run')
+  return summary, {k: v['mean'] for k, v in summary['metrics'].items()}
+
+
+def _claim(summary, start):
+  (c,) = [c for c in summary['claims'] if c['claim'].startswith(start)]
+  return c
+
+
+@pytest.mark.slow
+def test_default_calibration_and_guided_decoding(default_run):
+  summary, m = default_run
+  assert m['posthoc_bit_acc/identity'] > 0.95, m
+  assert m['posthoc_bit_acc/shift'] < m['posthoc_bit_acc/identity'] - 0.15, m
+  for start in ('Zero-bit p-values', 'Guidance (augmentation',
+                'Guidance keeps the semantics'):
+    c = _claim(summary, start)
+    assert c['holds'], c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'measured (3 seeds, omega 8): bit accuracy under a 1-px shift 0.645 with '
+    'shift augmentations vs 0.560 without (+0.085; +0.105 at omega 16)'))
+def test_default_shift_augmentation_gain(default_run):
+  c = _claim(default_run[0], 'Adding 1-pixel shifts')
+  assert c['holds'], c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'measured (3 seeds): FD to real digits +32.5% at omega 8 (bit acc '
+    '0.967); <= 10% only at omega <= 4 (bit acc 0.876)'))
+def test_default_fd_increase_at_most_10_percent(default_run):
+  c = _claim(default_run[0], 'Guidance costs little realism')
+  assert c['holds'], c
