@@ -66,8 +66,20 @@ The "off-the-shelf" decoder is a HiDDeN-style (Zhu et al. 2018) conv
 encoder/decoder pair trained here on real 8x8 digits with only identity +
 Gaussian-noise augmentation; its decoder ends in flatten + dense (no global
 pooling), so it is not shift-invariant and a 1-pixel shift is an attack it
-was never trained for. After training the decoder is frozen and whitened on
-real digits (ZCA: phi_w = (phi - mu) S^{-1/2}) so that Eq. 7 is calibrated.
+was never trained for. After training the decoder is frozen and whitened
+(ZCA: phi_w = (phi - mu) S^{-1/2}) so that Eq. 7 is calibrated, either on
+real digits (`whiten_on='real'`, as Stable Signature whitens on natural
+images) or on held-out unguided generations of the same generator
+(`whiten_on='generated'`, the default). Measured in the default run: with
+real-digit whitening the p-values of generated digits are NOT uniform (KS
+p < 1e-4 on 2000 samples; the generator's phi has a mean offset of up to
+~1 whitened unit), with generated-digit whitening they are (KS p 0.28-0.42).
+
+Default run (3 seeds, 50 Euler steps, guidance in the last 10, omega 8,
+'tweedie'): bit accuracy 0.967 (unguided 0.493), detection at P_FA = 1e-3
+0.98, same classifier label 0.976; but FD to real digits +33% (<= 10% only
+for omega <= 4, bit accuracy 0.88), and 1-pixel-shift augmentations raise
+bit accuracy under a shift attack by only 0.085 (0.645 vs 0.560).
 """
 
 from __future__ import annotations
