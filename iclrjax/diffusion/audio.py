@@ -119,11 +119,18 @@ def power_spectrogram(x: jax.Array, n_fft: int, hop: int) -> jax.Array:
   return jnp.real(s) ** 2 + jnp.imag(s) ** 2
 
 
+def safe_sqrt(p: jax.Array, tiny: float = 1e-24) -> jax.Array:
+  """sqrt(p), set to 0 where p <= tiny (1e-12 in magnitude) so that the
+  gradient stays finite at exact or underflowed zeros (an infinite entry
+  would turn a clipped gradient into NaN)."""
+  ok = p > tiny
+  return jnp.where(ok, jnp.sqrt(jnp.where(ok, p, 1.0)), 0.0)
+
+
 def magnitude_spectrogram(x: jax.Array, n_fft: int, hop: int,
                           eps: float = 0.0) -> jax.Array:
-  """|STFT| [..., frames, bins]; sqrt(power + eps) (eps > 0 keeps the
-  gradient finite at exact zeros, e.g. in silent gaps)."""
-  return jnp.sqrt(power_spectrogram(x, n_fft, hop) + eps)
+  """|STFT| [..., frames, bins] = safe_sqrt(power + eps)."""
+  return safe_sqrt(power_spectrogram(x, n_fft, hop) + eps)
 
 
 def _hz_to_mel(f):
@@ -175,7 +182,7 @@ def mel_spectrogram(x: jax.Array, sample_rate: int, n_fft: int, hop: int,
   """|STFT|^power @ mel filterbank: [..., frames, n_mels]."""
   spec = power_spectrogram(x, n_fft, hop)
   if power == 1.0:
-    spec = jnp.sqrt(spec)
+    spec = safe_sqrt(spec)
   elif power != 2.0:
     spec = spec ** (power / 2.0)
   return spec @ mel_filterbank(sample_rate, n_fft, n_mels)

@@ -164,3 +164,16 @@ def test_lsd_gap_rms_mrstft():
   np.testing.assert_allclose(m_same, 0.0, atol=1e-5)
   assert np.all(np.asarray(audio.mrstft_loss(jnp.asarray(p),
                                              jnp.asarray(t))) > 0.05)
+
+
+def test_magnitude_gradients_finite_at_exact_silence():
+  # A zero-power bin must not give an infinite sqrt' (it turned the clipped
+  # GAN gradient into NaN); values are unchanged above 1e-12 in magnitude.
+  x = jnp.zeros((1, 400)).at[0, 100:200].set(1.0)
+  g = jax.grad(lambda x: jnp.sum(audio.log_mel(x, 8000, 32, 8, 5))
+               + jnp.sum(audio.magnitude_spectrogram(x, 64, 16)))(x)
+  assert np.isfinite(np.asarray(g)).all()
+  p = jnp.array([0.0, 1e-30, 4.0])
+  np.testing.assert_array_equal(audio.safe_sqrt(p), [0.0, 0.0, 2.0])
+  np.testing.assert_array_equal(jax.grad(lambda p: audio.safe_sqrt(p).sum())(p),
+                                [0.0, 0.0, 0.25])
