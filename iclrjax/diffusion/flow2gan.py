@@ -939,7 +939,7 @@ def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
           holds=bool(get(f'lsd/{g}') <= get(f'lsd/{tt}')),
           evidence=(f'LSD GAN {n}-step {get(f"lsd/{g}"):.2f} dB vs teacher '
                     f'{c.teacher_steps}-step {get(f"lsd/{tt}"):.2f} dB '
-                    f'(teacher 1-step {get("lsd/" + _tag("endpoint", 1))}'
+                    f'(teacher 1-step {get("lsd/" + _tag("endpoint", 1)) or 0:.2f}'
                     f' dB); MR-STFT {get(f"mrstft/{g}"):.3f} vs '
                     f'{get(f"mrstft/{tt}"):.3f}')))
   si = _tag('single', h)
