@@ -3,16 +3,24 @@
   python -m experiments.report                 # runs/ -> RESULTS.md
   python -m experiments.report --runs=runs/ --out=RESULTS.md
 
-One row per claim: experiment, claim, holds, evidence, seeds, backend
-(with device kind and count), wall time and the command that reproduces it.
-The newest summary per (experiment, config) wins when a config ran twice.
+RESULTS.md has two parts. The claims table has one row per claim: experiment,
+the claim, the paper's own number (a claim's optional `paper` field), whether
+it holds, the evidence, the control that would fail it, seeds, the device mesh
+(seeds x data), backend (with device kind and count), the commit the run came
+from, wall time and the command that reproduces it. Then one metrics table per
+run: every metric's mean +- 95% confidence half-width over seeds, and the
+number of seeds. Fields that older summaries lack (`control`, `paper`,
+`commit`, `mesh`) show as '-'. The newest summary per (experiment, config)
+wins when a config ran twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 import json
+import math
 import pathlib
+import re
 from typing import Any
 
 from absl import app
@@ -37,14 +45,59 @@ def find_summaries(root: str | pathlib.Path) -> list[dict[str, Any]]:
   return out
 
 
+CLAIM_COLUMNS = ('experiment', 'claim', 'paper', 'holds', 'evidence',
+                 'control', 'seeds', 'mesh (seeds x data)', 'backend',
+                 'commit', 'wall (s)', 'command')
+METRIC_COLUMNS = ('metric', 'mean ± ci95', 'seeds')
+_MISSING = '-'
+
+
 def _cell(text: Any) -> str:
   return str(text).replace('|', '\\|').replace('\n', ' ')
+
+
+def _table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+  lines = ['| ' + ' | '.join(columns) + ' |',
+           '|' + '---|' * len(columns)]
+  lines += ['| ' + ' | '.join(row) + ' |' for row in rows]
+  return '\n'.join(lines)
 
 
 def _backend(s: dict[str, Any]) -> str:
   kind = s.get('device_kind')
   text = f"{s.get('backend', '?')} x{s.get('devices', '?')}"
   return f'{text} ({kind})' if kind else text
+
+
+def _mesh(s: dict[str, Any]) -> str:
+  mesh = s.get('mesh')
+  if not isinstance(mesh, dict) or not {'seeds', 'data'} <= mesh.keys():
+    return _MISSING
+  return f"{mesh['seeds']} x {mesh['data']}"
+
+
+def _commit(s: dict[str, Any]) -> str:
+  """The run's commit, a full SHA shortened to 10 characters (a suffix such
+  as '-dirty' kept)."""
+  commit = s.get('commit')
+  if not commit:
+    return _MISSING
+  m = re.fullmatch(r'([0-9a-f]{40})(.*)', str(commit))
+  return m.group(1)[:10] + m.group(2) if m else str(commit)
+
+
+def _number(x: Any, spec: str) -> str:
+  if isinstance(x, (int, float)) and not isinstance(x, bool):
+    return format(x, spec)
+  return _MISSING
+
+
+def _mean_ci(m: dict[str, Any]) -> str:
+  mean, ci = m.get('mean'), m.get('ci95')
+  text = _number(mean, '.4g')
+  if isinstance(ci, (int, float)) and math.isfinite(ci) and text != _MISSING:
+    text += f' ± {ci:.2g}'
+  return text
 
 
 def _dedupe(summaries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -58,38 +111,66 @@ def _dedupe(summaries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
   return out
 
 
+def _runs(summaries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+  """The newest summary per config, ordered by experiment then command."""
+  return sorted(_dedupe(summaries),
+                key=lambda s: (s.get('experiment', ''), s.get('command', '')))
+
+
 def build_table(summaries: Sequence[dict[str, Any]]) -> str:
-  """The markdown claims table of RESULTS.md."""
-  lines = [
-      '| experiment | claim | holds | evidence | seeds | backend | wall (s) '
-      '| command |',
-      '|---|---|---|---|---|---|---|---|',
-  ]
-  rows = sorted(_dedupe(summaries), key=lambda s: s.get('experiment', ''))
-  for s in rows:
+  """The markdown claims table of RESULTS.md (`CLAIM_COLUMNS`)."""
+  rows = []
+  for s in _runs(summaries):
     claims = s.get('claims') or [
         {'claim': '(no claim recorded)', 'holds': None, 'evidence': ''}]
     for c in claims:
-      holds = {True: 'yes', False: '**no**', None: '-'}[c.get('holds')]
-      lines.append('| ' + ' | '.join([
+      holds = {True: 'yes', False: '**no**', None: _MISSING}[c.get('holds')]
+      rows.append([
           _cell(s.get('experiment', '?')),
           _cell(c.get('claim', '')),
+          _cell(c.get('paper') or _MISSING),
           holds,
           _cell(c.get('evidence', '')),
+          _cell(c.get('control') or _MISSING),
           _cell(s.get('num_seeds', '?')),
+          _mesh(s),
           _cell(_backend(s)),
-          _cell(f"{s.get('wall_s', float('nan')):.0f}"),
+          _cell(_commit(s)),
+          _number(s.get('wall_s'), '.0f'),
           f"`{_cell(s.get('command', ''))}`",
-      ]) + ' |')
-  return '\n'.join(lines)
+      ])
+  return _table(CLAIM_COLUMNS, rows)
+
+
+def build_metrics(summaries: Sequence[dict[str, Any]]) -> str:
+  """One markdown table per run (`METRIC_COLUMNS`), under a heading naming the
+  experiment and its command."""
+  sections = []
+  for s in _runs(summaries):
+    metrics = s.get('metrics') or {}
+    rows = [[_cell(k), _mean_ci(m if isinstance(m, dict) else {}),
+             _cell(len(m['per_seed']) if isinstance(m, dict) and
+                   'per_seed' in m else s.get('num_seeds', '?'))]
+            for k, m in sorted(metrics.items())]
+    heading = (f"### {_cell(s.get('experiment', '?'))}: "
+               f"`{_cell(s.get('command', ''))}`")
+    body = _table(METRIC_COLUMNS, rows) if rows else '(no metrics recorded)'
+    sections.append(f'{heading}\n\n{body}')
+  return '\n\n'.join(sections)
 
 
 def build_report(summaries: Sequence[dict[str, Any]]) -> str:
   head = ('# Results\n\nGenerated by `python -m experiments.report` from every '
           '`summary.json` under the runs directory. A claim marked **no** did '
           'not reproduce at the recorded scale; its evidence gives the '
-          'numbers.\n\n')
-  return head + build_table(summaries) + '\n'
+          'numbers, its control what would fail it, and `paper` the '
+          "paper's own number where it states one. '-': not recorded by that "
+          'run.\n\n## Claims\n\n')
+  metrics_head = ('\n\n## Metrics\n\nPer run: the mean over seeds ± the '
+                  'half-width of its 95% confidence interval (Student t; 0 for '
+                  'one seed), and the number of seeds.\n\n')
+  return (head + build_table(summaries) + metrics_head +
+          build_metrics(summaries) + '\n')
 
 
 def main(argv):

@@ -5,18 +5,20 @@ defining `EXPERIMENT` must have `configs/<name>.py` with the variants
 smoke / default / paper.
 """
 
+import copy
 import importlib
 import json
 import pathlib
 
 import pytest
 
+from iclrjax.core import config as config_lib
 from iclrjax.core import launch
 from iclrjax.core import loop
 from tests.conftest import ROOT, run_module
 
 NAMES = sorted(p.stem for p in (ROOT / 'experiments').glob('*.py')
-               if p.stem not in ('__init__', 'report'))
+               if p.stem not in ('__init__', 'report', 'colab_sync'))
 SUMMARY_KEYS = {'experiment', 'config', 'num_seeds', 'backend', 'devices',
                 'wall_s', 'metrics', 'claims'}
 
@@ -35,6 +37,52 @@ def test_config_variants_validate(name, variant):
   exp = _experiment(name)
   assert exp.name == name
   exp.validate(_config(name, variant))
+
+
+def _variants(name):
+  """Every variant of configs/<name>.py: its VARIANTS, else the three."""
+  mod = importlib.import_module(f'configs.{name}')
+  return getattr(mod, 'VARIANTS', ('smoke', 'default', 'paper'))
+
+
+_MISSING = object()
+
+
+def _lookup(cfg, path):
+  node = cfg
+  for part in path.split('.'):
+    if not hasattr(node, 'keys') or part not in node:
+      return _MISSING
+    node = node[part]
+  return node
+
+
+@pytest.mark.parametrize('name,variant',
+                         [(n, v) for n in NAMES for v in _variants(n)])
+def test_every_config_variant_validates(name, variant):
+  _experiment(name).validate(_config(name, variant))
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_every_constraint_names_a_field_of_some_variant(name):
+  """A constraint left behind by a renamed or removed field fails here."""
+  configs = [_config(name, v) for v in _variants(name)]
+  for path in _experiment(name).schema:
+    assert any(_lookup(c, path) is not _MISSING for c in configs), path
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_constraints_say_more_than_the_default_type(name):
+  """One declaration per field: a bare type comes from configs/<name>.py."""
+  default = _config(name, None)
+  for path, spec in _experiment(name).schema.items():
+    value = _lookup(default, path)
+    if value is _MISSING:
+      continue
+    bare = copy.copy(spec)
+    object.__setattr__(bare, 'help', '')  # Specs are frozen.
+    assert bare != config_lib.infer_spec(value), (
+        f'{path}: {spec} adds nothing to the type of the default {value!r}')
 
 
 @pytest.mark.parametrize('name', NAMES)

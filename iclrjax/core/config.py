@@ -1,24 +1,33 @@
 """Declarative validation of `ml_collections.ConfigDict`s.
 
-An experiment declares the fields it reads, with their type and the values it
-allows, as a flat schema keyed by dotted path::
+A config field is declared once, in `configs/<name>.py`: the default config
+(`get_config()`) says which fields exist and the type of each. A family adds
+only what a type cannot say, as constraints keyed by dotted path::
 
-  SCHEMA = {
-      'seed': config.Int(min=0),
+  CONSTRAINTS = {
       'num_seeds': config.Int(min=1),
       'optim.learning_rate': config.Float(min=0.0, min_inclusive=False),
       'env.name': config.Choice('CartPole-v1', 'Acrobot-v1'),
-      'log_plots': config.Bool(),
+      'env_kwargs': config.Dict(),         # keys vary; checked in check_config
   }
-  config.validate(cfg, SCHEMA)
+  schema = config.derive_schema(get_config(), CONSTRAINTS)
+  config.validate(cfg, schema)
 
+`derive_schema` gives every leaf of the default its constraint or a spec
+inferred from the default value (a bool field must stay a bool, ...), and
+fails on a constraint that names no field of the default or rejects its
+default. A field only some variants set is declared by a constraint with
+required=False (`AnyValue(required=False)` if it needs no other), so that a
+misspelled field in a variant stays an unknown-field error.
 `validate` raises `ConfigError` on the first bad field with one line naming
-the field, the value and what is allowed. The launcher (`core.launch`) turns
-that into a one-line message and exit code 2 before any compute runs.
+the field, the value and what is allowed; a field the schema does not know is
+an error with a did-you-mean hint. The launcher (`core.launch`) turns that
+into a one-line message and exit code 2 before any compute runs.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import math
@@ -36,6 +45,14 @@ class ConfigError(ValueError):
     self.value = value
     self.allowed = allowed
     super().__init__(f'config.{field}={value!r} is invalid: {allowed}')
+
+
+class SchemaError(ValueError):
+  """A family's constraints do not fit its default config (a code bug)."""
+
+  def __init__(self, field: str, problem: str):
+    self.field = field
+    super().__init__(f'schema of config.{field}: {problem}')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,6 +219,48 @@ class Seq(Spec):
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class AnyValue(Spec):
+  """Any value: the spec of a None default (nullable), or, as
+  `AnyValue(required=False)`, the declaration of a field only some variants
+  set (ml_collections keeps the type a variant gives it for overrides)."""
+
+  def describe(self) -> str:
+    return 'any value'
+
+  def check(self, value):
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Dict(Spec):
+  """A sub-config whose keys vary (a loader's or constructor's kwargs).
+
+  Its keys are optional: `items` constrains the value of a key when present,
+  a key the default has is typed by the default's value, and `keys` (if
+  given) lists the allowed keys; else the family's check_config decides
+  (e.g. `check_keys` against a signature).
+  """
+
+  keys: tuple[str, ...] | None = None
+  items: Mapping[str, Spec] | None = None
+
+  def describe(self) -> str:
+    if self.keys is None:
+      return 'a dict'
+    return 'a dict with keys among ' + ', '.join(self.keys)
+
+  def check(self, value):
+    if not isinstance(value, (Mapping, ml_collections.ConfigDict)):
+      return f'expected {self.describe()}'
+    return None
+
+
+class Schema(dict):
+  """A complete schema (`derive_schema`): it names every field a config may
+  have, so `launch.validate` uses it as is."""
+
+
 _MISSING = object()
 
 
@@ -229,6 +288,136 @@ def _leaves(cfg: Any, prefix: str = '') -> list[str]:
   return out
 
 
+def _problem(spec: Spec, value: Any) -> str | None:
+  """What `spec` allows if it rejects `value` (present), else None."""
+  if value is None:
+    return None if spec.nullable else f'expected {spec.describe()}'
+  return spec.check(value)
+
+
+def _check_dict(path: str, value: Any, spec: Dict) -> None:
+  if spec.keys is not None:
+    check_keys(value, path, spec.keys)
+  for k, item in (spec.items or {}).items():
+    if k in value:
+      problem = _problem(item, value[k])
+      if problem is not None:
+        raise ConfigError(f'{path}.{k}', value[k], problem)
+
+
+def _optional(spec: Spec) -> Spec:
+  # copy + object.__setattr__: specs are frozen, and Choice has its own
+  # __init__, so dataclasses.replace does not apply to all of them.
+  if not spec.required:
+    return spec
+  spec = copy.copy(spec)
+  object.__setattr__(spec, 'required', False)
+  return spec
+
+
+def infer_spec(value: Any) -> Spec | None:
+  """The type-only spec of a default value; None if its type is unknown.
+
+  bool -> Bool, int -> Int, float -> Float (ints accepted), str -> Str,
+  list/tuple -> Seq (of the items' type when they share one), None ->
+  AnyValue(nullable=True).
+  """
+  if value is None:
+    return AnyValue(nullable=True)
+  for typ, spec in ((bool, Bool), (int, Int), (float, Float), (str, Str)):
+    if isinstance(value, typ):
+      return spec()
+  if isinstance(value, (list, tuple)):
+    kinds = {type(infer_spec(v)) for v in value}
+    if kinds == {Int, Float}:
+      kinds = {Float}
+    if len(kinds) == 1 and kinds <= {Bool, Int, Float, Str}:
+      return Seq(item=kinds.pop()())
+    return Seq()
+  return None
+
+
+def derive_schema(default: ml_collections.ConfigDict,
+                  constraints: Mapping[str, Spec], *,
+                  strict: bool = True) -> Schema:
+  """Every field's spec: its constraint if given, else its default's type.
+
+  Args:
+    default: the experiment's default config (`configs/<name>.py`
+      get_config()): which fields exist, and the type of each.
+    constraints: dotted path -> `Spec`, only what a type cannot say: ranges,
+      choices, item constraints, nullable; a field only some variants set
+      (`required=False`); `Dict` for a sub-config whose keys vary (its
+      leaves are optional). A constraint replaces the inferred spec.
+    strict: check `constraints` against `default`. `launch.validate` passes
+      False when it has no default and derives from the config under test.
+
+  Returns:
+    A `Schema` for `validate`.
+
+  Raises:
+    SchemaError: (strict) a constraint names a field the default lacks and
+      is not required=False, rejects the default's value, or constrains a
+      sub-config with anything but `Dict`; or a default value has a type
+      `infer_spec` does not know and no constraint.
+  """
+  leaves = {p: _lookup(default, p) for p in _leaves(default)}
+  opened = [p for p, s in constraints.items() if isinstance(s, Dict)]
+
+  def in_dict(path: str) -> tuple[str, Dict] | None:
+    for d in opened:
+      if path.startswith(d + '.'):
+        return path[len(d) + 1:], constraints[d]
+    return None
+
+  def check_default(path: str, value: Any, spec: Spec) -> None:
+    try:
+      problem = _problem(spec, value)
+      if problem is not None:
+        raise ConfigError(path, value, problem)
+      if isinstance(spec, Dict) and value is not None:
+        _check_dict(path, value, spec)
+    except ConfigError as e:
+      raise SchemaError(e.field, f'the constraint rejects the default '
+                        f'{e.value!r}: {e.allowed}') from None
+
+  schema = Schema()
+  for path, value in leaves.items():
+    parent = in_dict(path)
+    spec = constraints.get(path)
+    if spec is None and parent is not None and parent[0] in (parent[1].items
+                                                             or {}):
+      continue  # The Dict's `items` check it.
+    if spec is None:
+      spec = infer_spec(value)
+      if spec is None:
+        raise SchemaError(path, f'no spec for a default of type '
+                          f'{type(value).__name__}; give it a constraint')
+    if strict:
+      check_default(path, value, spec)
+    schema[path] = _optional(spec) if parent is not None else spec
+  for path, spec in constraints.items():
+    if path in schema:
+      continue
+    node = _lookup(default, path)
+    if strict and node is not _MISSING:
+      if not isinstance(spec, Dict):
+        raise SchemaError(path, f'a sub-config in the default; constrain its '
+                          f"fields ('{path}.<field>') or declare it "
+                          'config.Dict() if its keys vary')
+      check_default(path, node, spec)
+    if in_dict(path) is not None:
+      spec = _optional(spec)
+    elif strict and node is _MISSING and spec.required:
+      close = difflib.get_close_matches(path, sorted(leaves), n=1)
+      hint = f' (did you mean {close[0]!r}?)' if close else ''
+      raise SchemaError(path, f'the default config has no such field{hint}; '
+                        'fix the name, or pass required=False if only some '
+                        'variants set it')
+    schema[path] = spec
+  return schema
+
+
 def validate(cfg: ml_collections.ConfigDict, schema: Mapping[str, Spec], *,
              allow_extra: bool = False) -> None:
   """Checks `cfg` against `schema`; raises `ConfigError` on the first problem.
@@ -246,13 +435,11 @@ def validate(cfg: ml_collections.ConfigDict, schema: Mapping[str, Spec], *,
         raise ConfigError(path, None,
                           f'field is missing; expected {spec.describe()}')
       continue
-    if value is None:
-      if spec.nullable:
-        continue
-      raise ConfigError(path, value, f'expected {spec.describe()}')
-    problem = spec.check(value)
+    problem = _problem(spec, value)
     if problem is not None:
       raise ConfigError(path, value, problem)
+    if isinstance(spec, Dict) and value is not None:
+      _check_dict(path, value, spec)
   if not allow_extra:
     declared = set(schema)
     for leaf in _leaves(cfg):
@@ -268,6 +455,17 @@ def check(condition: bool, field: str, value: Any, allowed: str) -> None:
   """Cross-field check: raises `ConfigError(field, value, allowed)` if false."""
   if not condition:
     raise ConfigError(field, value, allowed)
+
+
+def check_keys(node: Mapping[str, Any], path: str, allowed: Sequence[str],
+               what: str = 'expected one of') -> None:
+  """Raises `ConfigError` on '<path>.<key>' for a key not in `allowed`."""
+  for k in node:
+    if k not in allowed:
+      close = difflib.get_close_matches(k, sorted(allowed), n=1)
+      hint = f'; did you mean {close[0]!r}?' if close else ''
+      raise ConfigError(f'{path}.{k}', node[k],
+                        f'unknown key; {what} {", ".join(allowed)}{hint}')
 
 
 def to_dict(cfg: ml_collections.ConfigDict) -> dict[str, Any]:
@@ -308,6 +506,8 @@ def schema_help(schema: Mapping[str, Spec]) -> str:
 
 
 __all__: Sequence[str] = [
-    'Bool', 'Choice', 'ConfigError', 'Float', 'Int', 'Seq', 'Spec', 'Str',
-    'check', 'common_schema', 'schema_help', 'to_dict', 'validate'
+    'AnyValue', 'Bool', 'Choice', 'ConfigError', 'Dict', 'Float', 'Int',
+    'Schema', 'SchemaError', 'Seq', 'Spec', 'Str', 'check', 'check_keys',
+    'common_schema', 'derive_schema', 'infer_spec', 'schema_help', 'to_dict',
+    'validate'
 ]

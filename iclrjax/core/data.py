@@ -473,30 +473,69 @@ def _prepare_ours(cls: type[OfflineBuilder], data_dir: str,
 
 
 def _not_found_message(name: str, data_dir: str, detail: str) -> str:
+  """One line: the dataset, the folder searched, what is missing, the fix."""
   base = _split_name_version(name)[0].split('/')[0]
+  detail = ' '.join(detail.split())
   return (
-      f'Dataset {name!r} is not available offline: {detail}\n'
-      f'Searched data_dir: {data_dir} (i.e. {os.path.join(data_dir, base)}/).'
-      ' This code never downloads. To get it there, on a machine with network'
-      ' access (and TensorFlow, which `tfds build` needs for most standard'
-      ' datasets) run:\n'
-      f'  tfds build {name} --data_dir=/tmp/tfds --file_format=array_record\n'
-      f'then copy /tmp/tfds/{base} to {os.path.join(data_dir, base)} (or point'
-      ' $TFDS_DATA_DIR / data_dir= at a folder that has it). Datasets this'
-      f' module generates offline: {registered_names()}.')
+      f'dataset {name} is not prepared in {data_dir} ({detail}): run '
+      f'`tfds build {name} --data_dir=/tmp/tfds --file_format=array_record` '
+      'on a machine with network and TensorFlow, copy /tmp/tfds/'
+      f'{base} to {os.path.join(data_dir, base)}, or point '
+      '--config.data_dir (or $TFDS_DATA_DIR) at a folder that has it; '
+      'nothing is downloaded at run time')
+
+
+@contextlib.contextmanager
+def _absl_errors_only() -> Iterator[None]:
+  """Hides tfds's warnings about the folders it probes (the error says it)."""
+  old = logging.get_verbosity()
+  logging.set_verbosity(logging.ERROR)
+  try:
+    yield
+  finally:
+    logging.set_verbosity(old)
 
 
 def _standard_builder(name: str, data_dir: str) -> tfds.core.DatasetBuilder:
-  """A builder for an already-prepared dataset that we cannot generate."""
-  try:
-    builder = tfds.builder(name, data_dir=data_dir, try_gcs=False)
-  except tfds.core.DatasetNotFoundError as e:
+  """A builder for an already-prepared dataset that we cannot generate.
+
+  Reads only the dataset's metadata (dataset_info.json), never its records.
+  """
+  with _absl_errors_only():
+    try:
+      builder = tfds.builder(name, data_dir=data_dir, try_gcs=False)
+    except tfds.core.DatasetNotFoundError as e:
+      raise DatasetNotFoundError(_not_found_message(
+          name, data_dir, 'not a TFDS dataset name and no prepared files; '
+          'check the name')) from e
+    prepared = builder.is_prepared()
+  if not prepared:
+    missing = os.path.relpath(os.fspath(builder.data_path), data_dir)
     raise DatasetNotFoundError(_not_found_message(
-        name, data_dir, 'unknown name and no prepared files.')) from e
-  if not builder.is_prepared():
+        name, data_dir, f'no {missing}'))
+  formats = builder.info.available_file_formats()
+  if formats and tfds.core.FileFormat.ARRAY_RECORD not in formats:
+    found = ', '.join(sorted(f.value for f in formats))
     raise DatasetNotFoundError(_not_found_message(
-        name, data_dir, f'not prepared (no {builder.data_path}).'))
+        name, data_dir, f'it is there as {found}, not array_record'))
   return builder
+
+
+def check_available(name: str, data_dir: PathLike | None = None) -> None:
+  """Raises `DatasetNotFoundError` unless `load(name)` can work offline.
+
+  Cheap: reads no records and generates nothing (launchers call it before
+  any compute). Our own datasets (`registered_names()`) always pass, since
+  they are generated on first use; any other must be prepared in `data_dir`
+  as array_record.
+
+  Args:
+    name: dataset name, see `prepare`.
+    data_dir: root data folder; default `default_data_dir()`.
+  """
+  data_dir = _resolve_data_dir(data_dir)
+  if _split_name_version(name)[0] not in _REGISTRY:
+    _standard_builder(name, data_dir)
 
 
 def prepare(name: str, data_dir: PathLike | None = None
@@ -555,7 +594,7 @@ def load(name: str, split: str | None = None, *,
                             download=False, decoders=decoders, try_gcs=False)
   except NotImplementedError as e:  # Prepared, but e.g. as tfrecord.
     raise DatasetNotFoundError(_not_found_message(
-        name, data_dir, f'prepared, but not as array_record ({e}).')) from e
+        name, data_dir, f'it is there, but not as array_record: {e}')) from e
 
 
 def _stack(examples: Sequence[Any]) -> Any:

@@ -1,11 +1,26 @@
-"""Meshes and shardings for the seed/env/batch axis, single- or multi-host.
+"""The device mesh `('seeds', 'data')`, shardings, and multi-host set-up.
 
 Every experiment vmaps over a leading *seed* axis (independent runs or sweep
-points). Scaling out shards that axis over a 1-D `jax.sharding.Mesh` whose
-single axis is called `'seeds'`; nothing else changes, so the same program
-runs on one CPU, eight GPUs or a TPU pod. Multi-host runs call
-`jax.distributed.initialize()` first (`maybe_initialize`), after which
-`jax.devices()` lists every host's devices and the mesh spans them all.
+points) and, inside one seed, works on a batch (a minibatch of examples, a
+batch of environments, a batch of noises). Scaling out uses one 2-D
+`jax.sharding.Mesh` over every device of every process:
+
+  seeds: gcd(num_seeds, device count) devices, so every device holds the same
+         number of seeds and the per-seed programs are alike;
+  data:  the rest; a seed's batch is split over it.
+
+So 8 seeds on 8 devices is (8, 1), 3 seeds is (1, 8), 10 seeds is (2, 4) and a
+1-seed run uses all 8 devices through its batch. A step marks the arrays that
+carry its batch axis with `shard_batch`; under the loop's
+`vmap(..., spmd_axis_name='seeds')` they are laid out `P('seeds', 'data')`
+and XLA partitions the step's computation accordingly (per-seed reductions
+become all-reduces over `data`, so results agree across meshes up to float
+rounding). Datasets passed to the loop as arguments are placed with
+`data_sharding` (examples split over `data`), never baked into the program.
+
+Multi-host: `maybe_initialize` calls `jax.distributed.initialize()` before any
+JAX computation (nothing in iclrjax touches a backend at import time), after
+which `jax.devices()` lists every host's devices and the mesh spans them all.
 """
 
 from __future__ import annotations
@@ -20,7 +35,9 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 import numpy as np
 
-AXIS = 'seeds'
+SEEDS = 'seeds'
+DATA = 'data'
+AXES = (SEEDS, DATA)
 
 _initialized = False
 
@@ -32,7 +49,7 @@ def maybe_initialize(enabled: bool, **kwargs: Any) -> None:
   coordinator and the process ids itself. Elsewhere set, on every process,
   JAX_COORDINATOR_ADDRESS (host:port of process 0), JAX_NUM_PROCESSES and
   JAX_PROCESS_ID (or pass them as kwargs). On CPU hosts the collectives go
-  through gloo.
+  through gloo. Must run before any JAX computation in this process.
   """
   global _initialized
   if not enabled or _initialized:
@@ -52,37 +69,102 @@ def maybe_initialize(enabled: bool, **kwargs: Any) -> None:
                jax.process_index(), jax.process_count(), jax.device_count())
 
 
-def num_shards(num_items: int, devices: list[Any] | None = None) -> int:
-  """How many devices an axis of `num_items` is split over.
+def mesh_shape(num_seeds: int, num_devices: int) -> tuple[int, int]:
+  """(seeds, data) sizes: seeds take gcd(num_seeds, devices), data the rest."""
+  if num_seeds < 1 or num_devices < 1:
+    raise ValueError(f'need num_seeds >= 1 and num_devices >= 1, got '
+                     f'{num_seeds}, {num_devices}')
+  k = math.gcd(num_seeds, num_devices)
+  return k, num_devices // k
 
-  The largest device count that divides `num_items`, so every device holds
-  the same number of seeds and the per-seed programs are identical whatever
-  the device count (seed i is the same computation on 1 or 8 devices).
+
+def make_mesh(num_seeds: int = 1, devices: list[Any] | None = None) -> Mesh:
+  """The ('seeds', 'data') mesh over `devices` (default: every device).
+
+  Raises:
+    ValueError: if the mesh would leave out a process's devices (a
+      multi-host run must span every host).
   """
-  n = len(devices if devices is not None else jax.devices())
-  return math.gcd(num_items, n)
-
-
-def make_mesh(num_items: int | None = None,
-              devices: list[Any] | None = None) -> Mesh:
-  """A 1-D mesh over the devices that evenly split `num_items` seeds."""
   devices = list(devices if devices is not None else jax.devices())
-  k = len(devices) if num_items is None else num_shards(num_items, devices)
-  if k < len(devices):
-    logging.warning(
-        '%d seeds do not split evenly over %d devices; using %d of them. '
-        'Set num_seeds to a multiple of %d to use every device.', num_items,
-        len(devices), k, len(devices))
-  return Mesh(np.array(devices[:k]), (AXIS,))
+  k, m = mesh_shape(num_seeds, len(devices))
+  mesh = Mesh(np.array(devices).reshape(k, m), AXES)
+  check_covers_processes(mesh)
+  return mesh
+
+
+def check_covers_processes(mesh: Mesh) -> None:
+  """A clear error unless every process owns a device of `mesh`."""
+  owners = {d.process_index for d in mesh.devices.flat}
+  missing = sorted(set(range(jax.process_count())) - owners)
+  if missing:
+    raise ValueError(
+        f'the mesh {dict(mesh.shape)} leaves out process(es) {missing}: a '
+        'multi-host run must use devices of every process (build the mesh '
+        'from jax.devices())')
+
+
+def mesh_size(mesh: Mesh | None) -> dict[str, int]:
+  """{'seeds': k, 'data': m} of a mesh (None: one device)."""
+  if mesh is None:
+    return {SEEDS: 1, DATA: 1}
+  return {SEEDS: int(mesh.shape[SEEDS]), DATA: int(mesh.shape[DATA])}
 
 
 def seed_sharding(mesh: Mesh) -> NamedSharding:
-  """Shards the leading axis over the mesh; other axes replicated."""
-  return NamedSharding(mesh, P(AXIS))
+  """Leading (seed) axis over 'seeds'; replicated over 'data'."""
+  return NamedSharding(mesh, P(SEEDS))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
+
+
+def data_sharding(mesh: Mesh, x: Any) -> NamedSharding:
+  """Leading (example) axis over 'data' if it divides evenly, else replicated.
+
+  For arrays shared by every seed (a training split): each device holds
+  1/m of the examples, so a dataset is not copied to every device.
+  """
+  m = mesh.shape[DATA]
+  shape = np.shape(x)
+  if m > 1 and shape and shape[0] % m == 0:
+    return NamedSharding(mesh, P(DATA))
+  return replicated(mesh)
+
+
+def put_data(mesh: Mesh | None, tree: Any) -> Any:
+  """Places a pytree of shared arrays with `data_sharding` (None: as is)."""
+  if mesh is None:
+    return jax.tree.map(jax.numpy.asarray, tree)
+  return jax.tree.map(
+      lambda x: jax.device_put(np.asarray(x) if not isinstance(
+          x, jax.Array) else x, data_sharding(mesh, x)), tree)
+
+
+def shard_batch(tree: Any, axis: int = 0) -> Any:
+  """Marks `axis` of every leaf as the batch axis, split over 'data'.
+
+  Call it inside a step on the arrays that carry the per-seed batch (a
+  minibatch, an env batch). Outside a mesh context, or when the batch does
+  not split evenly over 'data', it is the identity, so the same step runs
+  unsharded on one device. Under the loop's seed vmap the seed axis is added
+  in front (`spmd_axis_name='seeds'`).
+  """
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty or DATA not in mesh.axis_names:
+    return tree
+  m = mesh.shape[DATA]
+  if m == 1:
+    return tree
+
+  def constrain(x):
+    if not hasattr(x, 'shape') or x.ndim <= axis or x.shape[axis] % m:
+      return x
+    spec = [None] * x.ndim
+    spec[axis] = DATA
+    return jax.lax.with_sharding_constraint(x, P(*spec))
+
+  return jax.tree.map(constrain, tree)
 
 
 def to_host(tree: Any) -> Any:
@@ -100,17 +182,30 @@ def to_host(tree: Any) -> Any:
   return jax.tree.map(fetch, tree)
 
 
+def broadcast_str(text: str) -> str:
+  """Process 0's `text`, on every process (e.g. the workdir it chose)."""
+  if jax.process_count() == 1:
+    return text
+  raw = np.frombuffer(text.encode(), np.uint8)
+  n = int(multihost_utils.broadcast_one_to_all(np.int32(raw.size)))
+  buf = np.zeros(n, np.uint8)
+  buf[:min(n, raw.size)] = raw[:n]
+  out = multihost_utils.broadcast_one_to_all(buf)
+  return bytes(np.asarray(out, np.uint8)).decode()
+
+
 def is_main_process() -> bool:
   """Only process 0 writes files (metrics, plots, summary)."""
   return jax.process_index() == 0
 
 
-def describe() -> dict[str, Any]:
-  """Backend and device info for summary.json."""
-  devs = jax.devices()
+def describe(mesh: Mesh | None = None) -> dict[str, Any]:
+  """Backend, devices and the mesh actually used, for summary.json."""
+  devs = list(mesh.devices.flat) if mesh is not None else jax.devices()[:1]
   return {
       'backend': jax.default_backend(),
       'devices': len(devs),
       'device_kind': devs[0].device_kind if devs else 'none',
       'processes': jax.process_count(),
+      'mesh': mesh_size(mesh),
   }

@@ -51,6 +51,7 @@ import os
 import pathlib
 import re
 import shlex
+import subprocess
 import sys
 import time
 from typing import Any
@@ -76,15 +77,25 @@ RUNS_ROOT_ENV = 'ICLRJAX_RUNS'
 
 @dataclasses.dataclass
 class Claim:
-  """A paper's statement and whether our run supports it."""
+  """A paper's statement and whether our run supports it.
+
+  control: what would fail this claim (an ablation, a baseline, an untrained
+    model) and its measured number; a claim without one is a unit test.
+  paper: the paper's own number for this claim, where it reports one.
+  """
 
   claim: str
   holds: bool
   evidence: str
+  control: str = ''
+  paper: str = ''
 
   def to_json(self) -> dict[str, Any]:
-    return {'claim': self.claim, 'holds': bool(self.holds),
-            'evidence': self.evidence}
+    out = {'claim': self.claim, 'holds': bool(self.holds),
+           'evidence': self.evidence, 'control': self.control}
+    if self.paper:
+      out['paper'] = self.paper
+    return out
 
 
 @dataclasses.dataclass
@@ -130,7 +141,9 @@ class Run:
     logs "<phase>/<metric>", so a resumed run skips finished phases and
     continues the interrupted one. `num_seeds` defaults to the config's; a
     sweep passes its flattened (points x seeds) size with `seed_ids` and
-    `init_args` (see `core.loop.train`).
+    `init_args` (see `core.loop.train`), and runs on a mesh of its own
+    shape. `data=` passes a training split as an argument of the compiled
+    program (`step_fn(state, t, data)`).
     """
     kwargs.setdefault('checkpoint_every',
                       self.config.get('checkpoint_every', 1))
@@ -139,11 +152,6 @@ class Run:
     n = num_seeds or self.config.num_seeds
     mesh = self.mesh if n == self.config.num_seeds else (
         distributed.make_mesh(n))
-    if mesh.devices.size == 1:
-      # One device: nothing to shard. jaxlib 0.10.2's CPU client sometimes
-      # never finishes a sharding-annotated program with nested scans (seen
-      # with PPO; rare), so single-device runs use plain jit.
-      mesh = None
     return loop_lib.train(
         init_fn, step_fn, seed=self.config.seed, num_seeds=n,
         num_steps=num_steps, chunk_size=chunk_size, mesh=mesh,
@@ -175,6 +183,30 @@ class Run:
 
 
 RunFn = Callable[[Run], Result]
+
+
+class MissingDataError(FileNotFoundError):
+  """A dataset the config asks for is not on disk (one line: what, where,
+  how to get it)."""
+
+
+def code_commit() -> str:
+  """The git commit of the code that ran ('<sha>-dirty' with local edits).
+
+  'unknown' outside a git checkout (e.g. installed from a wheel).
+  """
+  root = pathlib.Path(__file__).resolve().parents[2]
+  try:
+    sha = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, check=True,
+                         capture_output=True, text=True, timeout=10
+                         ).stdout.strip()
+    dirty = subprocess.run(
+        ['git', 'status', '--porcelain', '--untracked-files=no', '--',
+         'iclrjax', 'experiments', 'configs'], cwd=root, check=True,
+        capture_output=True, text=True, timeout=10).stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    return 'unknown'
+  return f'{sha}-dirty' if dirty else sha
 
 
 def _safe_name(key: str) -> str:
@@ -235,12 +267,21 @@ def _diff_fields(a: Any, b: Any, prefix: str = '') -> list[str]:
 
 def validate(cfg: ml_collections.ConfigDict,
              schema: Mapping[str, config_lib.Spec],
-             check_fn: Callable[[ml_collections.ConfigDict], None] | None = None
-             ) -> None:
-  """Schema (common fields + the experiment's) and cross-field checks."""
-  full = dict(config_lib.common_schema())
-  full.update(schema)
-  config_lib.validate(cfg, full)
+             check_fn: Callable[[ml_collections.ConfigDict], None] | None = None,
+             *, default: ml_collections.ConfigDict | None = None) -> None:
+  """Schema (common fields + the experiment's) and cross-field checks.
+
+  `schema` is a `config.Schema` (what `Experiment` passes), used as is, or
+  the experiment's constraints; their fields' types and names then come
+  from `default`, the experiment's default config, or without one from
+  `cfg` itself (which cannot tell a misspelled field from a new one).
+  """
+  if not isinstance(schema, config_lib.Schema):
+    constraints = {**config_lib.common_schema(), **schema}
+    schema = config_lib.derive_schema(
+        cfg if default is None else default, constraints,
+        strict=default is not None)
+  config_lib.validate(cfg, schema)
   if check_fn is not None:
     check_fn(cfg)
 
@@ -249,19 +290,30 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
             workdir: str | os.PathLike | None = None,
             schema: Mapping[str, config_lib.Spec] | None = None,
             check_fn: Callable[[ml_collections.ConfigDict], None] | None = None,
-            command: str | None = None, quiet: bool | None = None
+            command: str | None = None, quiet: bool | None = None,
+            preflight: Callable[[ml_collections.ConfigDict], None] | None = None
             ) -> dict[str, Any]:
   """Validates, runs (or resumes) and records one experiment; returns summary.
 
   This is what `main` calls after flag parsing; tests and notebooks call it
-  directly. Raises `config.ConfigError` on a bad config before any compute.
+  directly. Before any compute and before the workdir exists it raises
+  `config.ConfigError` on a bad config and `MissingDataError` when
+  `preflight(cfg)` finds a dataset absent.
   """
   validate(cfg, schema or {}, check_fn)
+  if preflight is not None:
+    try:
+      preflight(cfg)
+    except FileNotFoundError as e:
+      raise MissingDataError(' '.join(str(e).split())) from e
   distributed.maybe_initialize(bool(cfg.get('distributed', False)))
   cfg_json = config_lib.to_dict(cfg)
-  wd = (pathlib.Path(workdir) if workdir is not None
-        else default_workdir(name, cfg_json))
   main_proc = distributed.is_main_process()
+  if workdir is not None:
+    wd = pathlib.Path(workdir)
+  else:  # process 0 chooses (a timestamp differs across hosts) and tells all
+    wd = default_workdir(name, cfg_json) if main_proc else pathlib.Path()
+    wd = pathlib.Path(distributed.broadcast_str(str(wd)))
   if (wd / CONFIG_FILE).exists():
     old = _read_json(wd / CONFIG_FILE)
     if old != cfg_json:
@@ -292,7 +344,8 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
       'experiment': name,
       'config': cfg_json,
       'num_seeds': int(cfg.num_seeds),
-      **distributed.describe(),
+      **distributed.describe(mesh),
+      'commit': code_commit(),
       'wall_s': round(wall_s, 3),
       'metrics': {
           k: log_lib.summarize(np.asarray(v))
@@ -343,29 +396,49 @@ def _command_line() -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:
-  """A named experiment: its run function and its config schema."""
+  """A named experiment: its run function and its config constraints.
+
+  Its config's fields and their types are those of the default config of
+  `configs/<name>.py`; `schema` holds only the constraints a type does not
+  say (see `config.derive_schema`) and `check_fn` the cross-field checks.
+  """
 
   name: str
   run_fn: RunFn
   schema: Mapping[str, config_lib.Spec] = dataclasses.field(
       default_factory=dict)
   check_fn: Callable[[ml_collections.ConfigDict], None] | None = None
+  # Raises FileNotFoundError when the config's data is absent (cheap: checks
+  # files, loads nothing); runs before the workdir is created.
+  preflight: Callable[[ml_collections.ConfigDict], None] | None = None
+
+  def default_config(self) -> ml_collections.ConfigDict:
+    return importlib.import_module(f'configs.{self.name}').get_config()
+
+  def full_schema(self) -> config_lib.Schema:
+    """Every field's spec: common + own constraints on the default's types."""
+    return config_lib.derive_schema(
+        self.default_config(), {**config_lib.common_schema(), **self.schema})
 
   def validate(self, cfg: ml_collections.ConfigDict) -> None:
-    validate(cfg, self.schema, self.check_fn)
+    validate(cfg, self.full_schema(), self.check_fn)
 
   def execute(self, cfg: ml_collections.ConfigDict, workdir=None,
               **kwargs) -> dict[str, Any]:
+    kwargs.setdefault('preflight', self.preflight)
     return execute(self.name, self.run_fn, cfg, workdir=workdir,
-                   schema=self.schema, check_fn=self.check_fn, **kwargs)
+                   schema=self.full_schema(), check_fn=self.check_fn,
+                   **kwargs)
 
   def main(self) -> None:
-    main(self.name, self.run_fn, schema=self.schema, check_fn=self.check_fn)
+    main(self.name, self.run_fn, schema=self.full_schema(),
+         check_fn=self.check_fn, preflight=self.preflight)
 
 
 def main(name: str, run_fn: RunFn, *,
          schema: Mapping[str, config_lib.Spec] | None = None,
-         check_fn: Callable[[ml_collections.ConfigDict], None] | None = None
+         check_fn: Callable[[ml_collections.ConfigDict], None] | None = None,
+         preflight: Callable[[ml_collections.ConfigDict], None] | None = None
          ) -> None:
   """absl entry point: `--config` (file[:variant]), `--workdir`."""
   # DEFINE_config_file already reads sys.argv's --config.<field> overrides.
@@ -377,8 +450,6 @@ def main(name: str, run_fn: RunFn, *,
   flags.DEFINE_string('workdir', None,
                       f'Output directory (default: runs/{name}/<timestamp>, '
                       'or the newest unfinished run with the same config).')
-  jax.config.update('jax_threefry_partitionable', True)
-
   def _main(argv):
     _quiet_library_logs()
     if len(argv) > 1:
@@ -386,9 +457,9 @@ def main(name: str, run_fn: RunFn, *,
     cfg = flags.FLAGS.config
     try:
       summary = execute(name, run_fn, cfg, workdir=flags.FLAGS.workdir,
-                        schema=schema, check_fn=check_fn,
+                        schema=schema, check_fn=check_fn, preflight=preflight,
                         command=_command_line())
-    except config_lib.ConfigError as e:
+    except (config_lib.ConfigError, MissingDataError) as e:
       print(f'error: {e}', file=sys.stderr)
       sys.exit(2)
     print(json.dumps({'metrics': {k: v['mean'] for k, v in

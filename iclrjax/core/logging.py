@@ -16,6 +16,7 @@ import json
 import math
 import os
 import pathlib
+import shutil
 import sys
 import time
 from typing import Any
@@ -81,32 +82,69 @@ class MetricWriter:
     self.workdir = pathlib.Path(workdir)
     self.enabled = enabled
     self._tb = None
+    self._use_tb = enabled and tensorboard
+    # False until the first truncate (the first train call) has checked the
+    # files a killed earlier process may have left (rows past its last
+    # checkpoint, TensorBoard events out of step with metrics.jsonl).
+    self._synced = False
     if enabled:
       self.workdir.mkdir(parents=True, exist_ok=True)
-      if tensorboard:
-        from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
-        self._tb = SummaryWriter(str(self.workdir / 'tensorboard'))
+      if self._use_tb:
+        self._open_tb()
 
   @property
   def path(self) -> pathlib.Path:
     return self.workdir / METRICS_FILE
 
+  @property
+  def tb_dir(self) -> pathlib.Path:
+    return self.workdir / 'tensorboard'
+
+  def _open_tb(self) -> None:
+    from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+    self._tb = SummaryWriter(str(self.tb_dir))
+
   def truncate(self, last_step: int, phase: str | None = None) -> None:
     """Drops rows of `phase` after `last_step` (logged after the checkpoint).
 
-    A run killed after logging step N but before checkpointing it would
-    otherwise log N twice on resume; truncating keeps the file identical to
-    an uninterrupted run's. Rows of other phases are kept.
+    A run killed after logging step N but before checkpointing it (or before
+    its first checkpoint: `last_step` 0) would otherwise log those steps
+    twice on resume; truncating keeps the file identical to an
+    uninterrupted run's. Rows of other phases are kept. TensorBoard event
+    files cannot be cut, so they are rewritten from the kept rows.
     """
+    synced, self._synced = self._synced, True
     if not self.enabled or not self.path.exists():
       return
-    rows = [r for r in read_metrics(self.workdir)
+    old = read_metrics(self.workdir)
+    rows = [r for r in old
             if r['step'] <= last_step or r.get('phase') != phase]
-    tmp = self.path.with_suffix('.jsonl.tmp')
-    with tmp.open('w') as f:
-      for r in rows:
-        f.write(json.dumps(r) + '\n')
-    os.replace(tmp, self.path)
+    changed = len(rows) != len(old) or not self.path.read_bytes().endswith(
+        b'\n')
+    if changed:
+      tmp = self.path.with_suffix('.jsonl.tmp')
+      with tmp.open('w') as f:
+        for r in rows:
+          f.write(json.dumps(r) + '\n')
+      os.replace(tmp, self.path)
+    if self._use_tb and (changed or not synced):
+      self._rewrite_tb(rows)
+
+  def _rewrite_tb(self, rows: Sequence[Mapping[str, Any]]) -> None:
+    if self._tb is not None:
+      self._tb.close()
+    shutil.rmtree(self.tb_dir, ignore_errors=True)
+    self._open_tb()
+    for r in rows:
+      self._tb_scalars(r['step'], {k: v for k, v in r.items()
+                                   if k not in ('step', 'phase')})
+    self._tb.flush()
+
+  def _tb_scalars(self, step: int, metrics: Mapping[str, Any]) -> None:
+    for k, v in metrics.items():
+      a = np.asarray(v, dtype=np.float64)
+      if a.size:
+        self._tb.add_scalar(k, float(np.mean(a)), int(step))
 
   def write(self, step: int, metrics: Mapping[str, Any],
             phase: str | None = None) -> None:
@@ -120,10 +158,7 @@ class MetricWriter:
     with self.path.open('a') as f:
       f.write(json.dumps(row) + '\n')
     if self._tb is not None:
-      for k, v in metrics.items():
-        a = np.asarray(v, dtype=np.float64)
-        if a.size:
-          self._tb.add_scalar(k, float(np.mean(a)), int(step))
+      self._tb_scalars(step, metrics)
 
   def write_rows(self, steps: Iterable[int],
                  metrics: Mapping[str, np.ndarray],
@@ -148,11 +183,19 @@ class MetricWriter:
 
 
 def quiet_default() -> bool:
-  """No progress bar under CI, pytest, ICLRJAX_QUIET=1 or a non-TTY stderr."""
-  if os.environ.get('ICLRJAX_QUIET', '') not in ('', '0'):
-    return True
+  """Whether to log lines instead of drawing a progress bar.
+
+  ICLRJAX_QUIET=1 (or 0) decides when set; otherwise quiet under CI and
+  pytest, a bar in Jupyter (tqdm.auto draws a widget there), and a bar on a
+  terminal (quiet when stderr is redirected).
+  """
+  env = os.environ.get('ICLRJAX_QUIET', '')
+  if env:
+    return env != '0'
   if os.environ.get('CI') or 'PYTEST_CURRENT_TEST' in os.environ:
     return True
+  if 'ipykernel' in sys.modules:
+    return False
   return not sys.stderr.isatty()
 
 

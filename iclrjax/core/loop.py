@@ -5,19 +5,28 @@ A method is two pure functions::
   init(key) -> state                      # one seed
   step(state, t) -> (state, metrics)      # one step; t is the int32 step index
 
+or, for a method that trains on a dataset shared by every seed,
+
+  step(state, t, data) -> (state, metrics)  # data: the `data=` pytree
+
 `state` is any pytree of arrays (params, optimizer state, raw uint32 PRNG
-keys, buffers). Data is drawn inside `step` as a function of (key, t), so the
-step counter is the whole data-iterator position. `metrics` is a dict of
-scalars.
+keys, buffers). Minibatches are drawn inside `step` as a function of
+(key, t), so the step counter is the whole data-iterator position. `data`
+(a training split) is an argument of the compiled program, placed on the
+mesh with `distributed.data_sharding`, not a constant baked into it.
+`metrics` is a dict of scalars.
 
 `chunk_fn` compiles `chunk_size` steps under one `jax.lax.scan`, `jax.vmap`s
-them over a leading seed axis and jits the result with the seed axis sharded
-over a `Mesh` (see `core.distributed`). `chunks` drives that from Python,
-yielding after every chunk so the caller can log and checkpoint; `train` is
-the full driver with restore, metrics.jsonl, progress and checkpoints.
+them over a leading seed axis (`spmd_axis_name='seeds'`) and jits the result
+on the ('seeds', 'data') mesh of `core.distributed`: the seed axis is split
+over 'seeds', and the arrays a step marks with `distributed.shard_batch` over
+'data'. `chunks` drives that from Python, yielding after every chunk so the
+caller can log and checkpoint; `train` is the full driver with restore,
+metrics.jsonl, progress and checkpoints.
 
 Seed i's key is `fold_in(PRNGKey(seed), i)`, independent of how many seeds
-run, so seed i gives the same numbers alone or vmapped with others.
+run, so seed i gives the same numbers alone or vmapped with others (up to
+float rounding: XLA may batch a matmul differently).
 """
 
 from __future__ import annotations
@@ -40,13 +49,7 @@ from iclrjax.core import logging as log_lib
 
 PyTree = Any
 InitFn = Callable[[jax.Array], PyTree]
-StepFn = Callable[[PyTree, jax.Array], tuple[PyTree, Mapping[str, jax.Array]]]
-
-# XLA simplifies a vmapped batch of one into unbatched ops whose float
-# rounding can differ from the batched kernels, so a lone seed is run padded
-# with a second (discarded) seed: then seed i's numbers are bitwise the same
-# alone as in any batch (checked by tests/core/test_loop.py).
-MIN_SEED_BATCH = 2
+StepFn = Callable[..., tuple[PyTree, Mapping[str, jax.Array]]]
 
 # Fault injection for the preemption tests: SIGKILL this process right after
 # the chunk that completes this step has been logged (and possibly before it
@@ -76,7 +79,8 @@ def init_states(init_fn: InitFn, keys: jax.Array,
     return jax.jit(vinit)(*args)
   sharding = distributed.seed_sharding(mesh)
   args = jax.device_put(args, sharding)
-  return jax.jit(vinit, out_shardings=sharding)(*args)
+  with jax.set_mesh(mesh):
+    return jax.jit(vinit, out_shardings=sharding)(*args)
 
 
 def abstract_states(init_fn: InitFn, keys: jax.Array,
@@ -95,25 +99,35 @@ def abstract_states(init_fn: InitFn, keys: jax.Array,
 
 def chunk_fn(step_fn: StepFn, chunk_size: int,
              mesh: jax.sharding.Mesh | None = None, *,
-             donate: bool = True) -> Callable[[PyTree, jax.Array], Any]:
+             donate: bool = True, with_data: bool = False
+             ) -> Callable[..., Any]:
   """Compiles `chunk_size` steps of `step_fn` for every seed.
 
-  Returns f(states, start) -> (states, metrics) where states have a leading
-  seed axis, `start` is the int32 index of the chunk's first step, and every
-  metric comes back shaped [num_seeds, chunk_size].
+  Returns f(states, start[, data]) -> (states, metrics) where states have a
+  leading seed axis, `start` is the int32 index of the chunk's first step,
+  `data` (if `with_data`) is passed to every step, and every metric comes
+  back shaped [num_seeds, chunk_size].
   """
 
-  def one_seed(state, start):
+  def one_seed(state, start, data):
     ts = start + jnp.arange(chunk_size, dtype=jnp.int32)
-    return jax.lax.scan(step_fn, state, ts)
+    body = (lambda s, t: step_fn(s, t, data)) if with_data else step_fn
+    return jax.lax.scan(body, state, ts)
 
-  vchunk = jax.vmap(one_seed, in_axes=(0, None))
   kwargs = {'donate_argnums': (0,)} if donate else {}
-  if mesh is not None:
-    sharding = distributed.seed_sharding(mesh)
-    kwargs.update(in_shardings=(sharding, distributed.replicated(mesh)),
-                  out_shardings=(sharding, sharding))
-  return jax.jit(vchunk, **kwargs)
+  if mesh is None:
+    vchunk = jax.vmap(one_seed, in_axes=(0, None, None))
+    return jax.jit(vchunk, **kwargs)
+  vchunk = jax.vmap(one_seed, in_axes=(0, None, None),
+                    spmd_axis_name=distributed.SEEDS)
+  sharding = distributed.seed_sharding(mesh)
+  jitted = jax.jit(vchunk, out_shardings=(sharding, sharding), **kwargs)
+
+  def run(states, start, data=None):
+    with jax.set_mesh(mesh):  # shard_batch reads the mesh while tracing
+      return jitted(states, start, data)
+
+  return run
 
 
 @dataclasses.dataclass
@@ -128,19 +142,24 @@ class Chunk:
 
 def chunks(step_fn: StepFn, state: PyTree, *, start_step: int,
            num_steps: int, chunk_size: int,
-           mesh: jax.sharding.Mesh | None = None) -> Iterator[Chunk]:
+           mesh: jax.sharding.Mesh | None = None,
+           data: PyTree | None = None) -> Iterator[Chunk]:
   """Runs steps [start_step, num_steps) chunk by chunk, yielding each.
 
   The full-size chunk compiles once; a shorter final chunk (if num_steps is
-  not a multiple of chunk_size) compiles once more.
+  not a multiple of chunk_size) compiles once more. `data`: a pytree of
+  arrays shared by every seed, passed as `step_fn(state, t, data)`.
   """
   compiled: dict[int, Callable[..., Any]] = {}
+  with_data = data is not None
+  if with_data:
+    data = distributed.put_data(mesh, data)
   step = start_step
   while step < num_steps:
     size = min(chunk_size, num_steps - step)
     if size not in compiled:
-      compiled[size] = chunk_fn(step_fn, size, mesh)
-    state, metrics = compiled[size](state, jnp.int32(step))
+      compiled[size] = chunk_fn(step_fn, size, mesh, with_data=with_data)
+    state, metrics = compiled[size](state, jnp.int32(step), data)
     metrics = distributed.to_host(metrics)
     yield Chunk(step, step + size, state,
                 {k: np.asarray(v) for k, v in metrics.items()})
@@ -168,7 +187,7 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
           num_steps: int, chunk_size: int, first_seed: int = 0,
           seed_ids: Sequence[int] | None = None,
           init_args: PyTree | None = None, phase: str | None = None,
-          mesh: jax.sharding.Mesh | None = None,
+          mesh: jax.sharding.Mesh | None = None, data: PyTree | None = None,
           writer: log_lib.MetricWriter | None = None,
           checkpointer: ckpt_lib.Checkpointer | None = None,
           checkpoint_every: int = 1, log_every: int | None = None,
@@ -195,7 +214,10 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
     num_steps: total steps.
     chunk_size: steps per compiled `scan` call (Python regains control, logs
       and maybe checkpoints after each).
-    mesh: shard the seed axis over this mesh (None: default device).
+    mesh: the ('seeds', 'data') mesh (`core.distributed.make_mesh`); None:
+      the default device, unsharded.
+    data: arrays shared by every seed (a training split), passed to
+      `step_fn(state, t, data)` as arguments of the compiled chunk.
     writer: metrics.jsonl/TensorBoard writer; gets rows every `log_every`
       steps (default: one row per chunk, at its last step).
     checkpointer: if given, restores the latest checkpoint (and truncates
@@ -212,12 +234,6 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
                    np.arange(first_seed, first_seed + num_seeds), np.uint32)
   if len(ids) != num_seeds:
     raise ValueError(f'seed_ids has {len(ids)} entries, num_seeds={num_seeds}')
-  if num_seeds < MIN_SEED_BATCH:  # pad with an extra, discarded row
-    pad = MIN_SEED_BATCH - num_seeds
-    ids = np.concatenate([ids, ids.max() + 1 + np.arange(pad, dtype=np.uint32)])
-    if init_args is not None:
-      init_args = jax.tree.map(
-          lambda x: jnp.concatenate([x, jnp.repeat(x[:1], pad, 0)]), init_args)
   base = jax.random.PRNGKey(seed)
   keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.asarray(ids))
   start, resumed_from, state = 0, None, None
@@ -225,9 +241,9 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
     abstract = abstract_states(init_fn, keys, mesh, init_args)
     state, meta = checkpointer.restore(abstract)
     start = resumed_from = int(meta['step'])
-    if writer is not None:
-      writer.truncate(start, phase=phase)
     logging.info('Resuming %s from step %d of %d', desc, start, num_steps)
+  if writer is not None:  # rows logged after the restored step (or after 0)
+    writer.truncate(start, phase=phase)
   if state is None:
     state = init_states(init_fn, keys, mesh, init_args)
   prefix = f'{phase}/' if phase else ''
@@ -238,10 +254,10 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
   n_chunks, steady = 0, None  # steady: (time, step) after the first chunk
   try:
     for chunk in chunks(step_fn, state, start_step=start, num_steps=num_steps,
-                        chunk_size=chunk_size, mesh=mesh):
+                        chunk_size=chunk_size, mesh=mesh, data=data):
       state = chunk.state
       n_chunks += 1
-      metrics = {k: v[:num_seeds] for k, v in chunk.metrics.items()}
+      metrics = chunk.metrics
       done = np.arange(chunk.start, chunk.end) + 1  # steps completed
       keep = (done % log_every == 0) | (done == num_steps)
       if writer is not None and keep.any():
@@ -269,7 +285,5 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
   steps_per_s = None
   if n_chunks >= 2:
     steps_per_s = (last_end - steady[1]) / (time.perf_counter() - steady[0])
-  if len(ids) != num_seeds:
-    state = jax.tree.map(lambda x: x[:num_seeds], state)
   return TrainResult(state=state, num_steps=num_steps,
                      resumed_from=resumed_from, steps_per_s=steps_per_s)

@@ -1,10 +1,14 @@
 """Supervised classification from in-memory arrays, as (init, step).
 
-The shared trainer of the experiments that fit a classifier on a small
-dataset kept on device: minibatches are `data.batch_indices(key, t, ...)`, a
-pure function of (key, step), so a run resumes at its step; the loss is the
-mean softmax cross-entropy of integer labels (over every leading axis of the
-logits, e.g. batch and sequence position).
+The shared trainer of the experiments that fit a classifier on a dataset
+kept on device: the training split is an argument of the compiled loop
+(`r.train(init, step, data=(x, y))`, its examples split over the mesh's
+'data' axis), not a constant of the program; minibatches are
+`data.batch_indices(key, t, ...)`, a pure function of (key, step), so a run
+resumes at its step, and each minibatch is split over 'data'
+(`distributed.shard_batch`). The loss is the mean softmax cross-entropy of
+integer labels (over every leading axis of the logits, e.g. batch and
+sequence position).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import jax.numpy as jnp
 import optax
 
 from iclrjax.core import data as data_lib
+from iclrjax.core import distributed
 
 
 class TrainState(NamedTuple):
@@ -34,18 +39,18 @@ def cross_entropy(logits: jax.Array, labels: jax.Array
 def make_classifier_trainer(
     init_params: Callable[[jax.Array], Any],
     logits_fn: Callable[[Any, jax.Array], jax.Array],
-    train_x: jax.Array, train_y: jax.Array,
-    tx: optax.GradientTransformation, batch_size: int):
-  """init(key) -> TrainState; step(state, t) -> (state, metrics).
+    num_examples: int, tx: optax.GradientTransformation, batch_size: int):
+  """init(key) -> TrainState; step(state, t, (x, y)) -> (state, metrics).
 
   Args:
     init_params: key -> params.
     logits_fn: (params, x [B, ...]) -> logits [B, ..., K].
-    train_x, train_y: the whole training split (leading axis = examples).
+    num_examples: size of the training split passed to `step` as
+      `data = (x [N, ...], y [N, ...])`.
     tx: the optimizer.
     batch_size: examples per step.
   """
-  n = train_x.shape[0]
+  n = num_examples
 
   def init(key):
     k_init, k_data = jax.random.split(key)
@@ -55,10 +60,12 @@ def make_classifier_trainer(
   def loss_fn(params, x, y):
     return cross_entropy(logits_fn(params, x), y)
 
-  def step(state: TrainState, t: jax.Array):
+  def step(state: TrainState, t: jax.Array, data: tuple[jax.Array, jax.Array]):
+    train_x, train_y = data
     idx = data_lib.batch_indices(state.key, t, n, batch_size)
+    x_B, y_B = distributed.shard_batch((train_x[idx], train_y[idx]))
     (loss, acc), g = jax.value_and_grad(loss_fn, has_aux=True)(
-        state.params, train_x[idx], train_y[idx])
+        state.params, x_B, y_B)
     upd, opt_state = tx.update(g, state.opt_state, state.params)
     return (TrainState(optax.apply_updates(state.params, upd), opt_state,
                        state.key), {'loss': loss, 'accuracy': acc})

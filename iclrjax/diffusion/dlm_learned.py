@@ -480,7 +480,6 @@ def config_schema() -> dict[str, Any]:
       'remdm_alpha_on': cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False,
                                       max_inclusive=False),
       'revise_eta': unit,
-      'conf': cfg_lib.Bool(),
       'width': cfg_lib.Int(min=1),
       'depth': cfg_lib.Int(min=1),
       'heads': cfg_lib.Int(min=1),

@@ -616,7 +616,6 @@ def config_schema() -> dict[str, Any]:
       'guidance_noise_std': cfg_lib.Float(min=0.0),
       'base_augs': augs, 'robust_augs': augs,
       'whiten_on': cfg_lib.Choice('real', 'generated'),
-      'clip_x0': cfg_lib.Bool(),
       'num_calibration': cfg_lib.Int(min=10),
       'num_guided': cfg_lib.Int(min=2),
       'steps_per_chunk': pos_int, 'log_every': pos_int,

@@ -654,8 +654,6 @@ def experiment_schema() -> dict[str, Any]:
   pos = cfg_lib.Float(min=0.0, min_inclusive=False)
   return {
       'datasets': cfg_lib.Seq(item=cfg_lib.Choice(*DATASETS), min_len=1),
-      'data_dir': cfg_lib.Str(help="TFDS folder with a prepared cifar10 "
-                              "(array_record); '' = default"),
       'net': cfg_lib.Choice(*NETS),
       'models': cfg_lib.Seq(item=cfg_lib.Choice(*MODELS), min_len=1),
       'scale': cfg_lib.Choice('integer', '[-1,1]'),
@@ -780,6 +778,16 @@ def load_dataset(name: str, c) -> tuple[np.ndarray, np.ndarray, Any]:
   h, se = images.known_entropy(params, n_mc=k.entropy_draws, seed=c.seed + 1)
   return (images.load_images(ds, 'train'), images.load_images(ds, 'test'),
           (float(h), float(se)))
+
+
+def preflight(c) -> None:
+  """Raises `core.data.DatasetNotFoundError` (one line) if cifar10 is among
+  `c.datasets` but not prepared in `c.data_dir`; reads no records, so the
+  launcher calls it before any compute (digits and the known-entropy set are
+  generated)."""
+  from iclrjax.core import data as data_lib  # pylint: disable=g-import-not-at-top
+  if 'cifar10' in c.datasets:
+    data_lib.check_available('cifar10', c.data_dir or None)
 
 
 def _nll(kind, net, params, x0, key, levels, c):

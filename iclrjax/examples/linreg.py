@@ -94,8 +94,8 @@ def make_step(cfg):
 
   def step(state: State, t: jax.Array):
     idx_B = data.batch_indices(state.key, t, cfg.num_examples, cfg.batch_size)
-    loss, g = jax.value_and_grad(loss_fn)(state.w, state.X[idx_B],
-                                          state.y[idx_B])
+    X_B, y_B = distributed.shard_batch((state.X[idx_B], state.y[idx_B]))
+    loss, g = jax.value_and_grad(loss_fn)(state.w, X_B, y_B)
     updates, opt_state = tx.update(g, state.opt_state, state.w)
     w = optax.apply_updates(state.w, updates)
     rel_err = jnp.linalg.norm(w - state.w_ols) / jnp.linalg.norm(state.w_ols)

@@ -6,10 +6,12 @@ keeps the pre-squash sample `u` so log-probabilities never need atanh.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
-_LOG_2PI = jnp.log(2.0 * jnp.pi)
+_LOG_2PI = math.log(2.0 * math.pi)  # a Python float: no JAX work at import
 
 
 def categorical_sample(key: jax.Array, logits: jax.Array) -> jax.Array:

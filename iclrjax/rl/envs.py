@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -227,6 +226,9 @@ def _make_gymnax(env_id: str, **kwargs: Any) -> GymnaxEnv:
   remaining kwargs go to the env constructor.
   """
   # Build once to learn the params fields, then again with constructor args.
+  # Imported here: gymnax creates JAX arrays at import time, which starts the
+  # XLA backend and would make a later jax.distributed.initialize() fail.
+  import gymnax  # pylint: disable=g-import-not-at-top
   probe_env, probe_params = gymnax.make(env_id)
   del probe_env
   fields = {f.name for f in dataclasses.fields(probe_params)}

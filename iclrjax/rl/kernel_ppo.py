@@ -154,8 +154,6 @@ def network_schema(prefix: str = 'npg.') -> dict[str, cfg_lib.Spec]:
       'ent_coef': cfg_lib.Float(min=0.0),
       'beta0': pos,
       'target_weights': cfg_lib.Choice('next_state', 'reference'),
-      'truncation_as_terminal': cfg_lib.Bool(),
-      'shuffle': cfg_lib.Bool(),
   }
   return {prefix + k: v for k, v in fields.items()}
 
@@ -172,9 +170,7 @@ def rkhs_schema(prefix: str = 'rkhs.') -> dict[str, cfg_lib.Spec]:
       'td_iters': cfg_lib.Int(min=1),
       'td_lr': pos,
       'ridge': cfg_lib.Float(min=0.0),
-      'warm_start': cfg_lib.Bool(),
       'beta0': pos,
-      'sample_rule': cfg_lib.Bool(),
       'n0': cfg_lib.Int(min=1),
       'sample_power': cfg_lib.Float(min=0.0),
   }
@@ -206,7 +202,10 @@ def _progress(stats: ro.EpisodeStats, env_steps: jax.Array,
   return ret, solved_at
 
 
-_NO_NORM = ro.RunningNorm.create(())  # observations are used raw here
+def _no_norm() -> ro.RunningNorm:
+  """Identity statistics: observations are used raw here. A function, not a
+  module constant, so that importing this module does no JAX work."""
+  return ro.RunningNorm.create(())
 
 
 # ---------------------------------------------------------------------------
@@ -263,7 +262,7 @@ def make_network(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
     key, k_roll, k_upd = jax.random.split(state.key, 3)
     batch, env_state, obs, stats = ro.rollout(
         env, policy, state.params, state.env_state, state.obs, state.stats,
-        _NO_NORM, k_roll, c.num_steps, normalize_obs=False)
+        _no_norm(), k_roll, c.num_steps, normalize_obs=False)
     end = batch.terminated | batch.truncated if c.truncation_as_terminal else (
         batch.terminated)
     data = {'obs': batch.obs, 'action': batch.action,
@@ -371,7 +370,7 @@ def make_rkhs(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
       steps_k = jnp.int32(c.num_steps)
     active = jnp.arange(c.num_steps) < steps_k
     batch, env_state, obs, stats = ro.rollout(
-        env, policy, p, state.env_state, state.obs, state.stats, _NO_NORM,
+        env, policy, p, state.env_state, state.obs, state.stats, _no_norm(),
         k_roll, c.num_steps, normalize_obs=False, active=active)
     flat = lambda x: x.reshape(-1, *x.shape[2:])
     phi0 = feats(p, flat(batch.obs))                       # [n, D]
@@ -444,7 +443,6 @@ def config_schema() -> dict[str, cfg_lib.Spec]:
       'rkhs_steps': cfg_lib.Int(min=1),
       'rkhs_power': cfg_lib.Float(min=0.0),
       'return_window': cfg_lib.Int(min=1),
-      'solve_threshold': cfg_lib.Float(),
       'updates_per_chunk': cfg_lib.Int(min=1),
       'log_every': cfg_lib.Int(min=1),
   }

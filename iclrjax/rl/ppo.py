@@ -35,7 +35,8 @@ SWEEPABLE = ('learning_rate', 'ent_coef', 'clip_eps')
 
 
 def config_schema(prefix: str = 'ppo.') -> dict[str, cfg_lib.Spec]:
-  """Fields of a PPO config section (nested under `prefix`)."""
+  """Constraints of a PPO config section (nested under `prefix`); the
+  section's fields and types come from the experiment's default config."""
   pos, nonneg = cfg_lib.Float(min=0.0, min_inclusive=False), cfg_lib.Float(
       min=0.0)
   fields = {
@@ -51,12 +52,8 @@ def config_schema(prefix: str = 'ppo.') -> dict[str, cfg_lib.Spec]:
       'max_grad_norm': cfg_lib.Float(min=0.0, min_inclusive=False,
                                      nullable=True),
       'learning_rate': pos,
-      'anneal_lr': cfg_lib.Bool(),
       'hidden': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1),
       'activation': cfg_lib.Choice(*networks.ACTIVATIONS),
-      'normalize_obs': cfg_lib.Bool(),
-      'normalize_adv': cfg_lib.Bool(),
-      'shuffle': cfg_lib.Bool(),
   }
   return {prefix + k: v for k, v in fields.items()}
 

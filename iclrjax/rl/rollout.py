@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from iclrjax.core import distributed
 from iclrjax.rl import envs as envs_lib
 
 
@@ -108,6 +109,11 @@ def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
   env does not advance and nothing is counted, so a variable sample size
   n(k) runs with a static shape (the inactive rows of the batch are junk
   and must be masked by the caller).
+
+  The env axis is the batch axis of the mesh: env states, observations,
+  episode statistics and the collected batch are split over its 'data'
+  axis (`distributed.shard_batch`), so a 1-seed run steps its envs on every
+  device.
   """
   num_envs = obs.shape[0]
   step_env = jax.vmap(env.step)
@@ -130,10 +136,10 @@ def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
     keep = lambda new, old: jax.tree.map(
         lambda n, o: jnp.where(live, n, o), new, old)
     carry = keep((new_state, out.obs, new_stats), (env_state, obs, stats))
-    return carry, b
+    return distributed.shard_batch(carry), distributed.shard_batch(b)
 
   (env_state, obs, stats), batch = jax.lax.scan(
-      body, (env_state, obs, stats),
+      body, distributed.shard_batch((env_state, obs, stats)),
       (jax.random.split(key, num_steps), active))
   return batch, env_state, obs, stats
 

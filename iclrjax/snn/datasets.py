@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import os
 import random
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -438,6 +438,28 @@ def shd_default_dir() -> str:
   return _raw_dir(None, 'shd')
 
 
+def _missing(root: str, files: Iterable[str]) -> list[str]:
+  return [f for f in files if not os.path.isfile(os.path.join(root, f))]
+
+
+def _shd_not_found(root: str) -> str:
+  """One line: which SHD files are missing from `root`, and how to get them."""
+  missing = _missing(root, SHD_FILES.values())
+  gz = [f'{f}.gz' for f in missing
+        if os.path.isfile(os.path.join(root, f'{f}.gz'))]
+  gunzip = ''
+  if gz:
+    gunzip = (f'; {" and ".join(gz)} ' +
+              ('is there: gunzip it' if len(gz) == 1 else
+               'are there: gunzip them'))
+  return (
+      f'dataset shd is not in {root} (missing {" and ".join(missing)}'
+      f'{gunzip}): download shd_train.h5.gz and shd_test.h5.gz from '
+      f'{SHD_URL} and gunzip them into {root}, or point --config.data_dir '
+      '(data_dir= in code) at the folder that has them; nothing is '
+      'downloaded at run time')
+
+
 def load_shd(data_dir: data_lib.PathLike | None = None, split: str = 'train',
              num_steps: int = 100, max_time: float = 1.4,
              num_units: int = SHD_UNITS) -> tuple[np.ndarray, np.ndarray]:
@@ -472,14 +494,7 @@ def load_shd(data_dir: data_lib.PathLike | None = None, split: str = 'train',
   root = _raw_dir(data_dir, 'shd')
   path = os.path.join(root, SHD_FILES[split])
   if not os.path.isfile(path):
-    gz = os.path.isfile(path + '.gz')
-    raise data_lib.DatasetNotFoundError(
-        f'SHD {split} split not found: expected {path} (files '
-        f'{SHD_FILES["train"]} and {SHD_FILES["test"]} in {root}). '
-        + (f'{path}.gz is there: gunzip it. ' if gz else '')
-        + f'This code never downloads. Get shd_train.h5.gz and '
-        f'shd_test.h5.gz from {SHD_URL}, gunzip them into one folder, and '
-        'set the config field `data_dir` (or load(..., data_dir=...)) to it.')
+    raise data_lib.DatasetNotFoundError(_shd_not_found(root))
   h5py = _h5py()
   with h5py.File(path, 'r') as f:
     times = list(f['spikes']['times'][:])
@@ -504,6 +519,17 @@ def load_shd(data_dir: data_lib.PathLike | None = None, split: str = 'train',
 def ntidigits_default_dir() -> str:
   """Default folder of the N-TIDIGITS file: <default data dir>/raw/ntidigits."""
   return _raw_dir(None, 'ntidigits')
+
+
+def _ntidigits_not_found(root: str) -> str:
+  """One line: the N-TIDIGITS file is missing from `root`; how to get it."""
+  return (
+      f'dataset ntidigits is not in {root} (missing {NTIDIGITS_FILE}): put '
+      f'the published N-TIDIGITS18 {NTIDIGITS_FILE} (Anumula et al. 2018, '
+      'Front. Neurosci. 12:23; linked from the paper and from tonic\'s '
+      f'NTIDIGITS18 dataset) in {root}, or point --config.data_dir '
+      '(data_dir= in code) at the folder that has it; nothing is downloaded '
+      'at run time')
 
 
 def ntidigits_label(sample_id: str) -> int | None:
@@ -549,14 +575,7 @@ def load_ntidigits(data_dir: data_lib.PathLike | None = None,
   root = _raw_dir(data_dir, 'ntidigits')
   path = os.path.join(root, NTIDIGITS_FILE)
   if not os.path.isfile(path):
-    raise data_lib.DatasetNotFoundError(
-        f'N-TIDIGITS not found: expected {path} (the file {NTIDIGITS_FILE} '
-        f'in {root}). This code never downloads. Get the published '
-        f'N-TIDIGITS18 {NTIDIGITS_FILE} (Anumula et al. 2018, "Feature '
-        'representations for neuromorphic audio spike streams", Front. '
-        'Neurosci. 12:23; linked from the paper and from tonic\'s '
-        'NTIDIGITS18 dataset), put it in one folder, and set the config '
-        'field `data_dir` (or load(..., data_dir=...)) to it.')
+    raise data_lib.DatasetNotFoundError(_ntidigits_not_found(root))
   h5py = _h5py()
   times, channels, labels = [], [], []
   with h5py.File(path, 'r') as f:
@@ -579,6 +598,31 @@ def load_ntidigits(data_dir: data_lib.PathLike | None = None,
 
 
 # -- dispatcher ----------------------------------------------------------------
+def check_available(kind: str,
+                    data_dir: data_lib.PathLike | None = None) -> None:
+  """Raises `DatasetNotFoundError` if `load(kind, data_dir)` would not find
+  its files; reads and generates nothing (launchers call it before compute).
+
+  'mnist1d' and 'synthetic_digits' are generated on first use and always
+  pass; 'shd' needs both split files, 'ntidigits' its one file.
+
+  Args:
+    kind: one of `KINDS`.
+    data_dir: as in `load`.
+  """
+  if kind == 'shd':
+    root = _raw_dir(data_dir, 'shd')
+    if _missing(root, SHD_FILES.values()):
+      raise data_lib.DatasetNotFoundError(_shd_not_found(root))
+  elif kind == 'ntidigits':
+    root = _raw_dir(data_dir, 'ntidigits')
+    if _missing(root, [NTIDIGITS_FILE]):
+      raise data_lib.DatasetNotFoundError(_ntidigits_not_found(root))
+  elif kind not in KINDS:
+    raise ValueError(
+        f'Unknown spike dataset kind {kind!r}; use one of {KINDS}.')
+
+
 def _from_tfds(name: str, data_dir: data_lib.PathLike | None) -> SpikeData:
   splits = {s: data_lib.as_numpy(name, s, data_dir=data_dir)
             for s in ('train', 'test')}

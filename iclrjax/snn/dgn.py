@@ -21,6 +21,7 @@ set by bisection so both fire at `target_rate`).
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import jax
@@ -63,15 +64,17 @@ def make_network(kind: str, num_classes: int,
 # -- training ------------------------------------------------------------------------
 def make_trainer(net: network.SNN, train_x: jax.Array, train_y: jax.Array,
                  c: ml_collections.ConfigDict, num_steps: int):
-  """init(key) -> TrainState; step(state, t) -> (state, metrics).
+  """init(key) -> TrainState; step(state, t, (x, y)) -> (state, metrics).
 
   Cross-entropy on the readout logits, BPTT through the whole sequence,
-  Adam with a cosine decay over `num_steps`.
+  Adam with a cosine decay over `num_steps`. `train_x`, `train_y` give the
+  shapes; pass them to `step` as `r.train(..., data=(train_x, train_y))`.
   """
+  del train_y
   tx = optax.adam(optax.cosine_decay_schedule(c.learning_rate, num_steps))
   return supervised.make_classifier_trainer(
       lambda k: net.init(k, train_x.shape[-1]),
-      jax.vmap(net.apply, in_axes=(None, 0)), train_x, train_y, tx,
+      jax.vmap(net.apply, in_axes=(None, 0)), train_x.shape[0], tx,
       c.batch_size)
 
 
@@ -177,40 +180,47 @@ def stability(c: ml_collections.ConfigDict, key: jax.Array) -> dict[str, Any]:
 
 
 # -- the experiment ---------------------------------------------------------------------
-_DATA_ARGS = {  # Keyword arguments of the `datasets` builders / loaders.
-    'num_samples': cfg_lib.Int(min=10, required=False),
-    'neurons': cfg_lib.Int(min=1, required=False),
-    'upsample': cfg_lib.Int(min=1, required=False),
-    'max_rate': cfg_lib.Float(min=0.0, max=1.0, required=False),
-    'width': cfg_lib.Float(min=0.0, min_inclusive=False, required=False),
-    'seed': cfg_lib.Int(min=0, required=False),
-    'num_classes': cfg_lib.Int(min=2, required=False),
-    'steps': cfg_lib.Int(min=1, required=False),
-    'num_train': cfg_lib.Int(min=1, required=False),
-    'num_test': cfg_lib.Int(min=1, required=False),
-    'base_rate': cfg_lib.Float(min=0.0, max=1.0, required=False),
-    'peak_rate': cfg_lib.Float(min=0.0, max=1.0, required=False),
-    'jitter': cfg_lib.Int(min=0, required=False),
-    'neuron_jitter': cfg_lib.Int(min=0, required=False),
-    'bumps': cfg_lib.Int(min=1, required=False),
-    'num_steps': cfg_lib.Int(min=1, required=False),
-    'max_time': cfg_lib.Float(min=0.0, min_inclusive=False, required=False),
-    'num_units': cfg_lib.Int(min=1, max=700, required=False),
+_DATA_ARGS = {  # Ranges of the `datasets` loaders' keyword arguments.
+    'num_samples': cfg_lib.Int(min=10),
+    'neurons': cfg_lib.Int(min=1),
+    'upsample': cfg_lib.Int(min=1),
+    'max_rate': cfg_lib.Float(min=0.0, max=1.0),
+    'width': cfg_lib.Float(min=0.0, min_inclusive=False),
+    'seed': cfg_lib.Int(min=0),
+    'num_classes': cfg_lib.Int(min=2),
+    'steps': cfg_lib.Int(min=1),
+    'num_train': cfg_lib.Int(min=1),
+    'num_test': cfg_lib.Int(min=1),
+    'base_rate': cfg_lib.Float(min=0.0, max=1.0),
+    'peak_rate': cfg_lib.Float(min=0.0, max=1.0),
+    'jitter': cfg_lib.Int(min=0),
+    'neuron_jitter': cfg_lib.Int(min=0),
+    'bumps': cfg_lib.Int(min=1),
+    'num_steps': cfg_lib.Int(min=1),
+    'max_time': cfg_lib.Float(min=0.0, min_inclusive=False),
+    'num_units': cfg_lib.Int(min=1, max=700),
+}
+# The loader of each `data` (datasets.load): its arguments are the keys
+# data_args may have.
+_LOADERS = {
+    'mnist1d': datasets.mnist1d_builder,
+    'synthetic_digits': datasets.synthetic_digits_builder,
+    'shd': datasets.load_shd,
+    'ntidigits': datasets.load_ntidigits,
 }
 
 
 def config_schema() -> dict[str, cfg_lib.Spec]:
+  """Constraints of configs/dgn_snn.py (types come from its default)."""
   pos = cfg_lib.Float(min=0.0, min_inclusive=False)
   nonneg = cfg_lib.Float(min=0.0)
+  prob = cfg_lib.Float(min=0.0, max=1.0)
   return {
       'data': cfg_lib.Choice(*datasets.KINDS),
-      'data_dir': cfg_lib.Str(help='TFDS folder (mnist1d, synthetic_digits)'
-                              ' or the folder with the SHD / N-TIDIGITS '
-                              "files; '' = default"),
-      **{f'data_args.{k}': spec for k, spec in _DATA_ARGS.items()},
+      # Keys vary with `data`: check_config checks them against its loader.
+      'data_args': cfg_lib.Dict(items=_DATA_ARGS),
       'cells': cfg_lib.Seq(item=cfg_lib.Choice(*cells.CELLS), min_len=1),
       'hidden': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1),
-      'recurrent': cfg_lib.Bool(),
       'readout': cfg_lib.Choice(*network.READOUTS),
       'readout_beta': cfg_lib.Float(min=0.0, max=1.0),
       'dt': pos,
@@ -227,8 +237,10 @@ def config_schema() -> dict[str, cfg_lib.Spec]:
       'batch_size': cfg_lib.Int(min=1),
       'learning_rate': pos,
       'eval_batch': cfg_lib.Int(min=1),
-      **{f'perturbations.{k}': cfg_lib.Seq(item=nonneg, required=False)
-         for k in PERTURBATIONS},
+      # Strengths per kind; a kind left out is not evaluated.
+      'perturbations': cfg_lib.Dict(keys=PERTURBATIONS, items={
+          k: cfg_lib.Seq(item=prob if k in ('insert', 'delete') else nonneg,
+                         min_len=1) for k in PERTURBATIONS}),
       'stability.num_pre': cfg_lib.Int(min=1),
       'stability.input_rate': cfg_lib.Float(min=0.0, max=1.0),
       'stability.coupling': nonneg,
@@ -249,35 +261,22 @@ def check_config(c: ml_collections.ConfigDict) -> None:
   cfg_lib.check(c.g_l * c.dt <= 1.0, 'g_l', c.g_l,
                 f'need g_l * dt <= 1 (dt={c.dt}) so the decay 1 - g_l dt '
                 'is in [0, 1]')
-  for kind, levels in c.perturbations.items():
-    cfg_lib.check(kind in PERTURBATIONS, 'perturbations', kind,
-                  f'keys must be among {PERTURBATIONS}')
-    cfg_lib.check(len(levels) > 0, f'perturbations.{kind}', levels,
-                  'give at least one strength')
-    if kind in ('insert', 'delete'):
-      cfg_lib.check(all(0 <= lv <= 1 for lv in levels),
-                    f'perturbations.{kind}', levels,
-                    'probabilities must be in [0, 1]')
-    else:
-      cfg_lib.check(all(lv >= 0 for lv in levels), f'perturbations.{kind}',
-                    levels, 'strengths must be >= 0')
-  allowed = {
-      'mnist1d': ('num_samples', 'neurons', 'upsample', 'max_rate', 'width',
-                  'seed'),
-      'synthetic_digits': ('num_classes', 'neurons', 'steps', 'num_train',
-                           'num_test', 'base_rate', 'peak_rate', 'jitter',
-                           'neuron_jitter', 'bumps', 'seed'),
-      'shd': ('num_steps', 'max_time', 'num_units'),
-      'ntidigits': ('num_steps', 'max_time'),
-  }[c.data]
-  for k in c.data_args:
-    cfg_lib.check(k in allowed, f'data_args.{k}', c.data_args[k],
-                  f'data={c.data!r} takes data_args among {allowed}')
+  params = inspect.signature(_LOADERS[c.data]).parameters
+  cfg_lib.check_keys(c.data_args, 'data_args',
+                     [p for p in params if p not in ('data_dir', 'split')],
+                     f'data={c.data!r} takes')
 
 
 def load_data(c: ml_collections.ConfigDict) -> datasets.SpikeData:
   return datasets.load(c.data, data_dir=c.data_dir or None,
                        **dict(c.data_args))
+
+
+def preflight(c: ml_collections.ConfigDict) -> None:
+  """Raises `core.data.DatasetNotFoundError` (one line) if the files of
+  `c.data` are missing (SHD / N-TIDIGITS in `c.data_dir`); reads nothing, so
+  the launcher calls it before any compute."""
+  datasets.check_available(c.data, c.data_dir or None)
 
 
 def num_steps(c: ml_collections.ConfigDict, num_train: int) -> int:
@@ -297,7 +296,7 @@ def run(r: launch.Run) -> launch.Result:
   for kind in cfg.cells:
     net = make_network(kind, spk.num_classes, cfg)
     init, step = make_trainer(net, train_x, train_y, cfg, steps)
-    out = r.train(init, step, num_steps=steps,
+    out = r.train(init, step, num_steps=steps, data=(train_x, train_y),
                   chunk_size=min(cfg.steps_per_chunk, steps), phase=kind,
                   log_every=cfg.log_every, postfix_keys=('loss', 'accuracy'))
     params = out.state.params

@@ -87,14 +87,17 @@ def load_split(name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
 # -- training ------------------------------------------------------------------------
 def make_trainer(model: dcd.SeqModel, train_x: jax.Array, train_y: jax.Array,
                  c: ml_collections.ConfigDict):
-  """init(key) -> TrainState; step(state, t) -> (state, metrics); evaluate."""
+  """init(key) -> TrainState; step(state, t, (x, y)) -> (state, metrics);
+  evaluate. `train_x`, `train_y` give the shapes; `step` takes the split as
+  `data` (`r.train(..., data=(train_x, train_y))`)."""
   sched = optax.cosine_onecycle_schedule(c.steps, c.learning_rate,
                                          pct_start=c.warmup_frac)
   tx = optax.chain(optax.clip_by_global_norm(c.grad_clip),
                    optax.adamw(sched, weight_decay=c.weight_decay))
   apply = jax.vmap(model.apply, in_axes=(None, 0))
+  del train_y  # passed to `step` as data=(train_x, train_y) by r.train
   init, step = supervised.make_classifier_trainer(
-      lambda k: model.init(k, train_x[0]), apply, train_x, train_y, tx,
+      lambda k: model.init(k, train_x[0]), apply, train_x.shape[0], tx,
       c.batch_size)
 
   @jax.jit
@@ -189,7 +192,7 @@ def run(r: launch.Run) -> launch.Result:
     init, step, evaluate = make_trainer(model, jnp.asarray(tx_),
                                         jnp.asarray(ty_), cfg)
     tag = _tag(group, kind, depth)
-    out = r.train(init, step, num_steps=cfg.steps,
+    out = r.train(init, step, num_steps=cfg.steps, data=(tx_, ty_),
                   chunk_size=min(cfg.steps_per_chunk, cfg.steps), phase=tag,
                   log_every=cfg.log_every, postfix_keys=('loss', 'accuracy'))
     for L in lens:

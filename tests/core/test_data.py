@@ -224,19 +224,33 @@ def test_synthetic_rejects_bad_names():
 
 def test_missing_standard_dataset_raises(tmp_path):
   for name in ('cifar10', 'mnist', 'no_such_dataset_xyz'):
-    with pytest.raises(data.DatasetNotFoundError) as info:
-      data.load(name, 'train', data_dir=tmp_path)
-    assert isinstance(info.value, FileNotFoundError)
-    msg = str(info.value)
-    assert str(tmp_path) in msg
-    assert f'tfds build {name}' in msg
-    assert '--file_format=array_record' in msg
-    assert 'copy' in msg
-    with pytest.raises(data.DatasetNotFoundError):
-      data.prepare(name, data_dir=tmp_path)
+    for fn in (lambda: data.load(name, 'train', data_dir=tmp_path),
+               lambda: data.prepare(name, data_dir=tmp_path),
+               lambda: data.check_available(name, tmp_path)):
+      with pytest.raises(data.DatasetNotFoundError) as info:
+        fn()
+      assert isinstance(info.value, FileNotFoundError)
+      msg = str(info.value)
+      # One line: the dataset, the folder searched, the fix.
+      assert '\n' not in msg, msg
+      assert msg.startswith(f'dataset {name} is not prepared in {tmp_path} (')
+      assert f'tfds build {name}' in msg
+      assert '--file_format=array_record' in msg
+      assert f'copy /tmp/tfds/{name} to {tmp_path / name}' in msg
+      assert '--config.data_dir' in msg
+  msg = str(pytest.raises(data.DatasetNotFoundError, data.check_available,
+                          'cifar10', tmp_path).value)
+  assert '(no cifar10/3.0.2)' in msg  # What exactly is missing.
   # Nothing was downloaded or created for them.
   assert not (tmp_path / 'cifar10').exists()
   assert not (tmp_path / 'downloads').exists()
+
+
+def test_check_available_generates_nothing(tmp_path):
+  data.check_available('digits', tmp_path)  # Ours: generated on first use.
+  _make('test_synth_unprepared')
+  data.check_available('test_synth_unprepared', tmp_path)
+  assert not list(tmp_path.iterdir())
 
 
 def test_prepared_dataset_we_do_not_own_is_read_from_files(tmp_path,
@@ -252,8 +266,11 @@ def test_prepared_dataset_we_do_not_own_is_read_from_files(tmp_path,
   got = data.as_numpy('test_synth_foreign', 'train', data_dir=tmp_path)
   for k in expected:
     np.testing.assert_array_equal(got[k], expected[k])
+  data.check_available('test_synth_foreign', tmp_path)
   with pytest.raises(data.DatasetNotFoundError):
     data.load('test_synth_foreign', 'train', data_dir=tmp_path / 'other')
+  with pytest.raises(data.DatasetNotFoundError, match='test_synth_foreign'):
+    data.check_available('test_synth_foreign', tmp_path / 'other')
 
 
 # ----------------------------------------------------------------------------

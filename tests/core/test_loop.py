@@ -40,15 +40,21 @@ def _train(init_fn, step_fn, num_seeds, first_seed=0):
   return jax.device_get(out.state)
 
 
-def test_vmapped_seeds_bitwise_equal_solo_runs(fns):
+def test_vmapped_seeds_equal_solo_runs(fns):
   _, init_fn, step_fn = fns
   state4 = _train(init_fn, step_fn, 4)
   for i in (0, 3):
+    # A batch of one seed is not padded: XLA may simplify it into unbatched
+    # kernels whose float32 rounding differs (DESIGN.md: same numbers up to
+    # float rounding), so a lone seed agrees to rounding, not bit for bit.
     state1 = _train(init_fn, step_fn, 1, first_seed=i)
     assert state1.w.shape == (1, state4.w.shape[1])
-    np.testing.assert_array_equal(state4.w[i], state1.w[0])
-    np.testing.assert_array_equal(state4.opt_state[0].mu[i],
-                                  state1.opt_state[0].mu[0])
+    np.testing.assert_allclose(state1.w[0], state4.w[i], rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(state1.opt_state[0].mu[0],
+                               state4.opt_state[0].mu[i], rtol=1e-4,
+                               atol=1e-6)
+  # Batches of several seeds run the same batched kernels: bit for bit.
   state3 = _train(init_fn, step_fn, 3, first_seed=1)
   np.testing.assert_array_equal(state4.w[1:4], state3.w)
 

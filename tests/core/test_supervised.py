@@ -26,9 +26,9 @@ def test_logistic_regression_fits_separable_data():
   y = np.argmax(x @ w_true, -1).astype(np.int32)
   init, step = supervised.make_classifier_trainer(
       lambda k: {'w': jnp.zeros((5, 3))}, lambda p, xb: xb @ p['w'],
-      jnp.asarray(x), jnp.asarray(y), optax.adam(0.05), batch_size=64)
+      len(x), optax.adam(0.05), batch_size=64)
   out = loop.train(init, step, seed=0, num_seeds=2, num_steps=400,
-                   chunk_size=400, progress=False)
+                   chunk_size=400, progress=False, data=(x, y))
   w = out.state.params['w']  # [2, 5, 3]
   acc = (np.argmax(np.einsum('nd,sdk->snk', x, w), -1) == y).mean(1)
   assert acc.min() > 0.95, acc

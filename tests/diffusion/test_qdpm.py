@@ -17,6 +17,9 @@ import numpy as np
 import optax
 import pytest
 
+from configs import qdpm as qdpm_config
+from experiments import qdpm as qdpm_launcher
+from iclrjax.core import data
 from iclrjax.diffusion import images
 from iclrjax.diffusion import likelihood as lik
 from iclrjax.diffusion import qdpm
@@ -493,3 +496,28 @@ def test_plain_ve_nll_with_exact_denoiser_is_near_entropy():
   recon = _per_state(parts['recon'], reps)[0]
   assert np.all(recon > 0) and np.all(recon < 0.05)
   assert loss.shape == (5 * reps,) and np.all(np.isfinite(loss))
+
+
+def test_preflight_names_a_missing_cifar10_before_any_compute(tmp_path):
+  c = qdpm_config.get_config('paper')
+  c.data_dir = str(tmp_path)
+  with pytest.raises(data.DatasetNotFoundError) as e:
+    qdpm.preflight(c)
+  msg = str(e.value)
+  assert '\n' not in msg
+  assert msg.startswith(f'dataset cifar10 is not prepared in {tmp_path} '
+                        '(no cifar10/3.0.2)')
+  assert 'tfds build cifar10' in msg and '--config.data_dir' in msg
+  assert not list(tmp_path.iterdir())
+  c = qdpm_config.get_config(None)  # digits and known_entropy: generated.
+  c.data_dir = str(tmp_path / 'tfds')
+  qdpm.preflight(c)
+  assert not (tmp_path / 'tfds').exists()
+
+
+def test_launcher_checks_cifar10_before_it_creates_the_workdir(tmp_path):
+  c = qdpm_config.get_config('paper')
+  c.data_dir = str(tmp_path / 'data')
+  with pytest.raises(FileNotFoundError, match='^dataset cifar10 is not'):
+    qdpm_launcher.EXPERIMENT.execute(c, workdir=tmp_path / 'run')
+  assert not (tmp_path / 'run').exists()

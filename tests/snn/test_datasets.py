@@ -202,19 +202,50 @@ def test_shd_binning(tmp_path):
   assert d.name == 'shd_t100_m1p4_u700'
 
 
+def _one_line(e):
+  msg = str(e.value)
+  assert '\n' not in msg, msg
+  return msg
+
+
 def test_shd_missing_file_names_the_file_and_data_dir(tmp_path):
   with pytest.raises(data.DatasetNotFoundError) as e:
     datasets.load_shd(tmp_path, 'train')
-  msg = str(e.value)
-  for s in ('shd_train.h5', 'shd_test.h5', str(tmp_path), 'data_dir',
-            'https://zenkelab.org/datasets/', 'gunzip'):
+  msg = _one_line(e)
+  assert msg.startswith(f'dataset shd is not in {tmp_path} (missing '
+                        'shd_train.h5 and shd_test.h5)')
+  for s in ('--config.data_dir', 'https://zenkelab.org/datasets/', 'gunzip'):
     assert s in msg, s
   (tmp_path / 'shd_test.h5.gz').write_bytes(b'')
   with pytest.raises(data.DatasetNotFoundError, match='shd_train.h5') as e:
     datasets.load('shd', data_dir=tmp_path, num_steps=10)
-  assert 'gunzip it' not in str(e.value)  # Only the test file is gzipped.
-  with pytest.raises(data.DatasetNotFoundError, match='.gz is there: gunzip'):
+  msg = _one_line(e)
+  assert 'shd_test.h5.gz is there: gunzip it' in msg
+  assert 'shd_train.h5.gz is there' not in msg  # Only the test file is gzipped.
+  # Once train is there, only the test file is named.
+  (tmp_path / 'shd_train.h5').write_bytes(b'')
+  with pytest.raises(data.DatasetNotFoundError) as e:
     datasets.load_shd(tmp_path, 'test')
+  assert '(missing shd_test.h5; shd_test.h5.gz is there' in _one_line(e)
+
+
+def test_check_available_reads_and_generates_nothing(tmp_path):
+  for kind in ('shd', 'ntidigits'):
+    with pytest.raises(data.DatasetNotFoundError) as e:
+      datasets.check_available(kind, tmp_path)
+    assert _one_line(e).startswith(f'dataset {kind} is not in {tmp_path}')
+  (tmp_path / 'shd_train.h5').write_bytes(b'')  # Not HDF5: it is not read.
+  with pytest.raises(data.DatasetNotFoundError, match=r'missing shd_test\.h5\)'):
+    datasets.check_available('shd', tmp_path)
+  (tmp_path / 'shd_test.h5').write_bytes(b'')
+  (tmp_path / 'n-tidigits.hdf5').write_bytes(b'')
+  for kind in ('shd', 'ntidigits'):
+    datasets.check_available(kind, tmp_path)
+  for kind in ('mnist1d', 'synthetic_digits'):  # Generated on first use.
+    datasets.check_available(kind, tmp_path / 'tfds')
+  assert not (tmp_path / 'tfds').exists()  # ... and not by the check.
+  with pytest.raises(ValueError, match='mnist1d'):
+    datasets.check_available('nope', tmp_path)
 
 
 def _write_ntidigits(path, split, samples):
@@ -258,8 +289,10 @@ def test_ntidigits_binning_and_labels(tmp_path):
 def test_ntidigits_missing_file(tmp_path):
   with pytest.raises(data.DatasetNotFoundError) as e:
     datasets.load('ntidigits', data_dir=tmp_path)
-  msg = str(e.value)
-  for s in ('n-tidigits.hdf5', str(tmp_path), 'data_dir', 'Anumula'):
+  msg = _one_line(e)
+  assert msg.startswith(f'dataset ntidigits is not in {tmp_path} (missing '
+                        'n-tidigits.hdf5)')
+  for s in ('--config.data_dir', 'Anumula'):
     assert s in msg, s
 
 

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from configs import dgn_snn as dgn_config
+from experiments import dgn_snn as dgn_launcher
 from iclrjax.core import config as cfg_lib
+from iclrjax.core import data
 from iclrjax.core import launch
 from iclrjax.core import loop
 from iclrjax.snn import cells
@@ -47,7 +49,7 @@ def trained_smoke():
     steps = dgn.num_steps(c, x.shape[0])
     init, step = dgn.make_trainer(net, x, y, c, steps)
     res = loop.train(init, step, seed=0, num_seeds=2, num_steps=steps,
-                     chunk_size=steps, progress=False)
+                     chunk_size=steps, progress=False, data=(x, y))
     out[kind] = (net, res.state.params)
   return c, spk, out
 
@@ -149,3 +151,27 @@ def test_default_config_claims(tmp_path):
   _check_accuracy_claims(summary)
   for c in summary['claims']:
     assert c['holds'], c
+
+
+def test_preflight_names_the_missing_files_before_any_compute(tmp_path):
+  c = dgn_config.get_config('paper')
+  c.data_dir = str(tmp_path)
+  with pytest.raises(data.DatasetNotFoundError) as e:
+    dgn.preflight(c)
+  msg = str(e.value)
+  assert '\n' not in msg
+  assert msg.startswith(f'dataset shd is not in {tmp_path} (missing '
+                        'shd_train.h5 and shd_test.h5)')
+  assert '--config.data_dir' in msg
+  c = dgn_config.get_config(None)  # Spiking MNIST-1D: generated, not read.
+  c.data_dir = str(tmp_path / 'tfds')
+  dgn.preflight(c)
+  assert not (tmp_path / 'tfds').exists()
+
+
+def test_launcher_checks_shd_before_it_creates_the_workdir(tmp_path):
+  c = dgn_config.get_config('paper')
+  c.data_dir = str(tmp_path / 'data')
+  with pytest.raises(FileNotFoundError, match='^dataset shd is not'):
+    dgn_launcher.EXPERIMENT.execute(c, workdir=tmp_path / 'run')
+  assert not (tmp_path / 'run').exists()
