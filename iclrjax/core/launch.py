@@ -5,7 +5,9 @@ A launcher declares its experiment and hands it to `main`::
   from iclrjax.core import launch
   from iclrjax.examples import linreg
 
-  EXPERIMENT = launch.Experiment('linreg', linreg.run,
+  def run(r: launch.Run) -> launch.Result: ...   # train, evaluate, claims
+
+  EXPERIMENT = launch.Experiment('linreg', run,
                                  schema=linreg.config_schema(),
                                  check_fn=linreg.check_config)
 

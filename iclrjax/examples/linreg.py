@@ -3,6 +3,8 @@
 Not a paper: a small real training loop that exercises every piece a paper
 uses (pure init/step, scan-compiled chunks, seeds as a vmap axis, sharding,
 checkpoints, metrics, plots, claims), with a closed form to test against.
+This module is the method (pure functions, no I/O); the experiment (run,
+claim, control, plots) is `experiments/linreg.py`.
 
 Per seed: X ~ N(0, I) [n, d], w* ~ N(0, I), y = X w* + sigma * eps. Adam on
 the mean squared error L(w) = |X_B w - y_B|^2 / (2 |B|) over minibatches B drawn
@@ -24,7 +26,6 @@ import optax
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data
 from iclrjax.core import distributed
-from iclrjax.core import launch
 
 
 class State(NamedTuple):
@@ -103,34 +104,3 @@ def make_step(cfg):
         'loss': loss, 'param_rel_error': rel_err}
 
   return step
-
-
-def run(r: launch.Run) -> launch.Result:
-  cfg = r.config
-  out = r.train(make_init(cfg), make_step(cfg), num_steps=cfg.num_steps,
-                chunk_size=cfg.chunk_size, postfix_keys=('loss',))
-  # Final metrics on device (the seed axis may span hosts), then to host.
-  state = out.state
-  sq_loss = jax.vmap(lambda w, X, y: 0.5 * jnp.mean((X @ w - y) ** 2))
-  rel_err, full_loss, ols_loss = distributed.to_host((
-      jnp.linalg.norm(state.w - state.w_ols, axis=-1) /
-      jnp.linalg.norm(state.w_ols, axis=-1),
-      sq_loss(state.w, state.X, state.y),
-      sq_loss(state.w_ols, state.X, state.y)))
-  r.plot(['loss'], 'loss', logy=True, title='minibatch loss')
-  r.plot(['param_rel_error'], 'param_rel_error', logy=True,
-         title='|w - w_ols| / |w_ols|')
-  holds = bool(rel_err.max() < cfg.tolerance)
-  claim = launch.Claim(
-      claim=('Minibatch training on the squared loss converges to the '
-             'closed-form least-squares solution (normal equations).'),
-      holds=holds,
-      evidence=(f'max over {cfg.num_seeds} seeds of |w - w_ols|/|w_ols| = '
-                f'{rel_err.max():.2e} (tolerance {cfg.tolerance:g}); '
-                f'final full-data loss {full_loss.mean():.5f} vs OLS '
-                f'{ols_loss.mean():.5f}'))
-  return launch.Result(
-      metrics={f'param_rel_error/{cfg.optimizer}': rel_err,
-               f'full_loss/{cfg.optimizer}': full_loss,
-               'full_loss/ols': ols_loss},
-      claims=[claim])
