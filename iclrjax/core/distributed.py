@@ -133,12 +133,15 @@ def data_sharding(mesh: Mesh, x: Any) -> NamedSharding:
 
 
 def put_data(mesh: Mesh | None, tree: Any) -> Any:
-  """Places a pytree of shared arrays with `data_sharding` (None: as is)."""
+  """Places a pytree of shared arrays with `data_sharding` (None: as is).
+
+  Every process passes the same host values (numpy, or local jax arrays,
+  which are fetched first), so on multi-host each takes its own shards.
+  """
   if mesh is None:
     return jax.tree.map(jax.numpy.asarray, tree)
   return jax.tree.map(
-      lambda x: jax.device_put(np.asarray(x) if not isinstance(
-          x, jax.Array) else x, data_sharding(mesh, x)), tree)
+      lambda x: jax.device_put(np.asarray(x), data_sharding(mesh, x)), tree)
 
 
 def shard_batch(tree: Any, axis: int = 0) -> Any:

@@ -451,7 +451,7 @@ def run(r):
     tc = dict(batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
               ema_decay=cfg.ema_decay, objective=objective)
     init, step = flow.make_trainer(model, train_x, tc)
-    out = r.train(init, step, num_steps=cfg.train_steps,
+    out = r.train(init, step, num_steps=cfg.train_steps, data=train_x,
                   chunk_size=min(cfg.steps_per_chunk, cfg.train_steps),
                   phase=objective, log_every=cfg.log_every,
                   postfix_keys=('loss',))

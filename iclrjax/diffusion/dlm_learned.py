@@ -101,6 +101,7 @@ import numpy as np
 import optax
 
 from iclrjax.core import data as data_lib
+from iclrjax.core import distributed
 from iclrjax.diffusion import nets
 
 # pylint: disable=invalid-name
@@ -279,9 +280,12 @@ def make_trainer(model: Denoiser, strings: np.ndarray, c: Any):
   """(init, step) training `model` with the MDLM loss on minibatches drawn
   (epoch-wise without replacement, `core.data.batch_indices`) from the
   valid `strings`. Fields of `c`: batch_size, learning_rate, warmup_steps,
-  ema_decay, t_min."""
-  x_NxL = jnp.asarray(strings, jnp.int32)
-  n = x_NxL.shape[0]
+  ema_decay, t_min.
+
+  `strings` [N, L] gives the shapes only: `step(state, t, strings)` takes
+  them as its `data` argument (`r.train(..., data=strings)`), an input of
+  the compiled loop rather than a constant of it."""
+  n, length = np.shape(strings)
   tx = optax.chain(
       optax.clip_by_global_norm(1.0),
       optax.adamw(optax.linear_schedule(0.0, c.learning_rate,
@@ -290,7 +294,8 @@ def make_trainer(model: Denoiser, strings: np.ndarray, c: Any):
 
   def init(key: jax.Array) -> TrainState:
     k_init, k_run = jax.random.split(key)
-    params = model.init(k_init, x_NxL[:1])
+    # Flax initialises from shapes only: any tokens give the same params.
+    params = model.init(k_init, jnp.zeros((1, length), jnp.int32))
     return TrainState(params, tx.init(params), params, k_run)
 
   def loss_fn(params, x0_BxL, key):
@@ -298,10 +303,12 @@ def make_trainer(model: Denoiser, strings: np.ndarray, c: Any):
     loss_B = mdlm_loss(model.apply(params, z_BxL), x0_BxL, mask_BxL, t_B)
     return jnp.mean(loss_B)
 
-  def step(state: TrainState, t: jax.Array):
+  def step(state: TrainState, t: jax.Array, strings: jax.Array):
     k_batch, k_mask = jax.random.split(state.key)
     idx = data_lib.batch_indices(k_batch, t, n, c.batch_size)
-    loss, g = jax.value_and_grad(loss_fn)(state.params, x_NxL[idx],
+    # `data` keeps the caller's dtype; the loss and the MASK id are int32.
+    x0_BxL = distributed.shard_batch(jnp.asarray(strings[idx], jnp.int32))
+    loss, g = jax.value_and_grad(loss_fn)(state.params, x0_BxL,
                                           jax.random.fold_in(k_mask, t))
     updates, opt_state = tx.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
@@ -558,7 +565,7 @@ def run(r):
     model = Denoiser(vocab=V, width=cfg.width, depth=cfg.depth,
                      heads=cfg.heads)
     init, step = make_trainer(model, strings, cfg)
-    out = r.train(init, step, num_steps=cfg.train_steps,
+    out = r.train(init, step, num_steps=cfg.train_steps, data=strings,
                   chunk_size=min(cfg.steps_per_chunk, cfg.train_steps),
                   phase=language, log_every=cfg.log_every,
                   postfix_keys=('loss',))

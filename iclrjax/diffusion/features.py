@@ -27,6 +27,7 @@ import numpy as np
 import optax
 
 from iclrjax.core import data as data_lib
+from iclrjax.core import distributed
 from iclrjax.core import supervised
 from iclrjax.diffusion import images
 
@@ -86,31 +87,34 @@ def train_classifier(seed: int = 0, steps: int = 2000, width: int = 128,
   """
   x, y = digits_labeled('train', data_dir)
   xt, yt = digits_labeled('test', data_dir)
-  x, y = jnp.asarray(x), jnp.asarray(y)
   module = DigitsMLP(width, depth)
   tx = optax.adamw(learning_rate, weight_decay=1e-4)
 
   def loss_fn(params, xb, yb):
     return supervised.cross_entropy(module.apply(params, xb)[0], yb)[0]
 
-  def step(carry, t):
+  def step(carry, t, x, y):
     params, opt_state, key = carry
     idx = data_lib.batch_indices(key, t, x.shape[0], batch_size)
+    x_b, y_b = distributed.shard_batch((x[idx], y[idx]))
     k_noise = jax.random.fold_in(jax.random.fold_in(key, 1), t)
-    xb = x[idx] + noise * jax.random.normal(k_noise, x[idx].shape)
-    g = jax.grad(loss_fn)(params, xb, y[idx])
+    xb = x_b + noise * jax.random.normal(k_noise, x_b.shape)
+    g = jax.grad(loss_fn)(params, xb, y_b)
     upd, opt_state = tx.update(g, opt_state, params)
     return (optax.apply_updates(params, upd), opt_state, key), None
 
+  # The training split is an argument, not a constant baked into the
+  # executable (as in `core.loop`).
   @jax.jit
-  def fit(key):
+  def fit(key, x, y):
     k_init, k_data = jax.random.split(key)
     params = module.init(k_init, x[:1])
-    (params, _, _), _ = jax.lax.scan(step, (params, tx.init(params), k_data),
-                                     jnp.arange(steps))
+    (params, _, _), _ = jax.lax.scan(
+        lambda carry, t: step(carry, t, x, y),
+        (params, tx.init(params), k_data), jnp.arange(steps))
     return params
 
-  params = fit(jax.random.key(seed))
+  params = fit(jax.random.key(seed), x, y)
   clf = Classifier(params, width, depth, 0.0)
   acc = float((clf.predict(xt) == jnp.asarray(yt)).mean())
   return clf._replace(test_accuracy=acc)

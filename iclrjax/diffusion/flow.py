@@ -22,9 +22,12 @@ sampler (x0_hat = (x - sigma_t eps_hat) / alpha_t,
 x_s = alpha_s x0_hat + sigma_s eps_hat).
 
 `make_trainer(model, train_x, c)` returns (init, step) in the form of
-`core.loop` (init(key) -> state, step(state, t) -> (state, metrics)): AdamW,
-an EMA of the parameters with warm-up, minibatches from
-`core.data.batch_indices(key, t, n, batch_size)`.
+`core.loop` (init(key) -> state, step(state, t, train_x) -> (state,
+metrics)): AdamW, an EMA of the parameters with warm-up, minibatches from
+`core.data.batch_indices(key, t, n, batch_size)`. The training set is the
+step's `data` argument (`r.train(init, step, data=train_x)`), so it is an
+input of the compiled loop, split over the mesh's 'data' axis, not a
+constant baked into it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import numpy as np
 import optax
 
 from iclrjax.core import data as data_lib
+from iclrjax.core import distributed
 from iclrjax.diffusion import images
 from iclrjax.diffusion import nets
 
@@ -235,8 +239,9 @@ def make_trainer(model, train_x: jax.Array, c: Any):
   Args:
     model: a flax module called as model.apply(params, x [B, ...], t [B]);
       it predicts the velocity (objective 'flow') or eps ('vp_eps').
-    train_x: the whole training set [n, ...] (e.g. `digits()`), kept in the
-      closure (on device).
+    train_x: the training set [n, ...] (e.g. `digits()`), or anything with
+      its `shape` and `dtype`: only they are used here. Pass the array
+      itself to `step` as `data` (`r.train(..., data=train_x)`).
     c: config (ConfigDict, dict or any object with attributes); optional
       fields with defaults: batch_size 128, learning_rate 1e-3,
       weight_decay 0.0, b1 0.9, b2 0.999, warmup_steps 0 (linear LR
@@ -245,12 +250,15 @@ def make_trainer(model, train_x: jax.Array, c: Any):
       logit_mean 0.0, logit_std 1.0.
 
   Returns:
-    init(key) -> TrainState and step(state, t) -> (state, metrics) with
-    metrics {'loss', 'grad_norm', 'ema_decay'}; the loss is that of the
+    init(key) -> TrainState and step(state, t, train_x) -> (state, metrics)
+    with metrics {'loss', 'grad_norm', 'ema_decay'}; the loss is that of the
     minibatch before the update.
   """
-  train_x = jnp.asarray(train_x)
   n = train_x.shape[0]
+  # Flax initialises from shapes only, so a zero example gives the same
+  # params as a real one without keeping the data in the closure.
+  example = jnp.zeros((1, *train_x.shape[1:]),
+                      jax.dtypes.canonicalize_dtype(train_x.dtype))
   batch_size = int(_get(c, 'batch_size', 128))
   lr = float(_get(c, 'learning_rate', 1e-3))
   warmup = int(_get(c, 'warmup_steps', 0))
@@ -273,18 +281,19 @@ def make_trainer(model, train_x: jax.Array, c: Any):
 
   def init(key: jax.Array) -> TrainState:
     k_init, k_run = jax.random.split(key)
-    params = model.init(k_init, train_x[:1], jnp.zeros((1,), jnp.float32))
+    params = model.init(k_init, example, jnp.zeros((1,), jnp.float32))
     return TrainState(params, tx.init(params), params, k_run)
 
   def loss_fn(params, x0, key):
     return objective_fn(lambda x, t: model.apply(params, x, t), x0, key,
                         **loss_kwargs)
 
-  def step(state: TrainState, t: jax.Array):
+  def step(state: TrainState, t: jax.Array, train_x: jax.Array):
     k_batch, k_noise = jax.random.split(state.key)
     idx = data_lib.batch_indices(k_batch, t, n, batch_size)
+    x0 = distributed.shard_batch(train_x[idx])
     loss, g = jax.value_and_grad(loss_fn)(
-        state.params, train_x[idx], jax.random.fold_in(k_noise, t))
+        state.params, x0, jax.random.fold_in(k_noise, t))
     updates, opt_state = tx.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     d = ema_decay(decay, t)

@@ -96,6 +96,7 @@ import numpy as np
 import optax
 
 from iclrjax.core import data as data_lib
+from iclrjax.core import distributed
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import nets
 
@@ -322,9 +323,15 @@ def make_decoder_trainer(train_x: jax.Array, c: Any):
 
   c fields: num_bits, dec_channels, enc_strength, dec_noise_std,
   dec_image_weight, dec_batch_size, dec_learning_rate.
+
+  `train_x` [N, 8, 8, 1] gives the shapes only: `step(state, t, train_x)`
+  takes the cover images as its `data` argument (`r.train(...,
+  data=train_x)`), an input of the compiled loop rather than a constant.
   """
-  train_x = jnp.asarray(train_x)
   n = train_x.shape[0]
+  # Flax initialises from shapes only: a zero image gives the same params.
+  example = jnp.zeros((1, *train_x.shape[1:]),
+                      jax.dtypes.canonicalize_dtype(train_x.dtype))
   enc = WMEncoder(c.dec_channels, c.enc_strength)
   dec = WMDecoder(c.num_bits, c.dec_channels)
   tx = optax.adam(c.dec_learning_rate)
@@ -333,8 +340,8 @@ def make_decoder_trainer(train_x: jax.Array, c: Any):
   def init(key):
     k_e, k_d, k_run = jax.random.split(key, 3)
     bits = jnp.zeros((1, m), jnp.int32)
-    params = {'encoder': enc.init(k_e, train_x[:1], bits),
-              'decoder': dec.init(k_d, train_x[:1])}
+    params = {'encoder': enc.init(k_e, example, bits),
+              'decoder': dec.init(k_d, example)}
     return DecoderState(params, tx.init(params), k_run)
 
   def loss_fn(params, x, bits, key):
@@ -349,12 +356,13 @@ def make_decoder_trainer(train_x: jax.Array, c: Any):
     return bce + c.dec_image_weight * mse, {'bce': bce, 'mse': mse,
                                              'bit_acc': acc}
 
-  def step(state: DecoderState, t):
+  def step(state: DecoderState, t, train_x):
     k_bits, k_aug = jax.random.split(jax.random.fold_in(state.key, t))
     idx = data_lib.batch_indices(state.key, t, n, b)
     bits = jax.random.bernoulli(k_bits, 0.5, (b, m)).astype(jnp.int32)
+    x, bits = distributed.shard_batch((train_x[idx], bits))
     (loss, aux), g = jax.value_and_grad(loss_fn, has_aux=True)(
-        state.params, train_x[idx], bits, k_aug)
+        state.params, x, bits, k_aug)
     upd, opt_state = tx.update(g, state.opt_state, state.params)
     return (DecoderState(optax.apply_updates(state.params, upd), opt_state,
                          state.key), {'loss': loss, **aux})
@@ -658,13 +666,13 @@ def run(r):
   init, step = flow.make_trainer(gen, train_x, dict(
       batch_size=cfg.gen_batch_size, learning_rate=cfg.gen_learning_rate,
       ema_decay=cfg.gen_ema_decay))
-  out = r.train(init, step, num_steps=cfg.gen_train_steps,
+  out = r.train(init, step, num_steps=cfg.gen_train_steps, data=train_x,
                 chunk_size=chunk(cfg.gen_train_steps), phase='generator',
                 log_every=cfg.log_every, postfix_keys=('loss',))
   gen_params = out.state.ema
 
   init, step, enc, dec = make_decoder_trainer(train_x, cfg)
-  out = r.train(init, step, num_steps=cfg.dec_train_steps,
+  out = r.train(init, step, num_steps=cfg.dec_train_steps, data=train_x,
                 chunk_size=chunk(cfg.dec_train_steps), phase='decoder',
                 log_every=cfg.log_every, postfix_keys=('bit_acc',))
   enc_params = out.state.params['encoder']

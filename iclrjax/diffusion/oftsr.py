@@ -72,6 +72,7 @@ import numpy as np
 import optax
 
 from iclrjax.core import data as data_lib
+from iclrjax.core import distributed
 from iclrjax.diffusion import features as features_lib
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import nets
@@ -325,11 +326,15 @@ def make_batch(train_x: jax.Array, key: jax.Array, t: jax.Array,
                batch_size: int, sigma_y: float, sigma_p: float,
                factor: int) -> tuple[jax.Array, jax.Array, jax.Array,
                                      jax.Array]:
-  """Minibatch `t`: (x_1 HR, y condition, x_0 source, a fresh key)."""
+  """Minibatch `t`: (x_1 HR, y condition, x_0 source, a fresh key).
+
+  x_1 is split over the mesh's 'data' axis (`distributed.shard_batch`; the
+  identity off a mesh), and y, x_0 follow it (per-image maps of x_1).
+  """
   k_batch, k_noise = jax.random.split(key)
   idx = data_lib.batch_indices(k_batch, t, train_x.shape[0], batch_size)
   k_y, k_p, k_rest = jax.random.split(jax.random.fold_in(k_noise, t), 3)
-  x1 = train_x[idx]
+  x1 = distributed.shard_batch(train_x[idx])
   _, y = degrade(x1, k_y, sigma_y, factor)
   return x1, y, perturb(y, k_p, sigma_p), k_rest
 
@@ -340,18 +345,22 @@ def make_teacher_trainer(net: SRVelocity, train_x: jax.Array, c: Any,
 
   c: batch_size, teacher_lr, warmup_steps, grad_clip, ema_decay, sigma_y,
   factor. Metrics: 'loss' (L_flow of the minibatch before the update),
-  'grad_norm'.
+  'grad_norm'. `train_x` [N, H, W, C] gives the shapes only:
+  `step(state, t, train_x)` takes the HR images as its `data` argument
+  (`r.train(..., data=train_x)`), an input of the compiled loop rather than
+  a constant of it.
   """
-  train_x = jnp.asarray(train_x)
   tx = _optimizer(c.teacher_lr, c.warmup_steps, c.grad_clip)
+  # Flax initialises from shapes only: a zero image gives the same params.
+  example = jnp.zeros((1, *train_x.shape[1:]),
+                      jax.dtypes.canonicalize_dtype(train_x.dtype))
 
   def init(key):
     k_init, k_run = jax.random.split(key)
-    x = train_x[:1]
-    params = net.init(k_init, x, x, jnp.zeros((1,)))
+    params = net.init(k_init, example, example, jnp.zeros((1,)))
     return TeacherState(params, tx.init(params), params, k_run)
 
-  def step(state, t):
+  def step(state, t, train_x):
     x1, y, x0, k = make_batch(train_x, state.key, t, c.batch_size, c.sigma_y,
                               sigma_p, c.factor)
     times = sample_teacher_times(k, x1.shape[0])
@@ -375,16 +384,18 @@ def make_student_trainer(net: SRVelocity, train_x: jax.Array, c: Any,
   The student starts as a copy of the teacher. c: batch_size, student_lr,
   warmup_steps, grad_clip, ema_decay, sigma_y, factor, t_min, t_max, dt,
   rk2_r, lambda_distill, lambda_boundary, lambda_align. Metrics: 'loss',
-  'distill', 'boundary', 'align', 'grad_norm'.
+  'distill', 'boundary', 'align', 'grad_norm'. As for the teacher,
+  `step(state, t, train_x)` takes the HR images as its `data` argument;
+  `train_x` here is unused (kept so both trainers are built alike).
   """
-  train_x = jnp.asarray(train_x)
+  del train_x
   tx = _optimizer(c.student_lr, c.warmup_steps, c.grad_clip)
 
   def init(key, teacher_params):
     return StudentState(teacher_params, tx.init(teacher_params),
                         teacher_params, teacher_params, key)
 
-  def step(state, t):
+  def step(state, t, train_x):
     x1, y, x0, k = make_batch(train_x, state.key, t, c.batch_size, c.sigma_y,
                               sigma_p, c.factor)
     ts, ss = sample_times(k, x1.shape[0], c.t_min, c.t_max, c.dt)
@@ -575,12 +586,12 @@ def run(r):
   teachers = {}
   for sp in c.sigma_ps:
     init, step = make_teacher_trainer(net, train_x, c, sp)
-    out = r.train(init, step, num_steps=c.teacher_steps,
+    out = r.train(init, step, num_steps=c.teacher_steps, data=train_x,
                   chunk_size=chunk(c.teacher_steps), phase=_tag(sp),
                   log_every=c.log_every, postfix_keys=('loss',))
     teachers[sp] = out.state.ema
   init, step = make_student_trainer(net, train_x, c, c.student_sigma_p)
-  out = r.train(init, step, num_steps=c.student_steps,
+  out = r.train(init, step, num_steps=c.student_steps, data=train_x,
                 chunk_size=chunk(c.student_steps), phase='student',
                 log_every=c.log_every, init_args=teachers[c.student_sigma_p],
                 postfix_keys=('loss',))

@@ -707,15 +707,20 @@ def make_net(c, dim: int, shape: tuple[int, ...] | None = None):
 
 def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array,
                  shape: tuple[int, ...] | None = None):
-  """(init, step) for model `kind` on train_x [N, D] (grid values).
+  """(init, step, net) for model `kind` on train_x [N, D] (grid values).
 
   AdamW with cosine decay, EMA of the parameters (warm-up); the loss is the
   model's NLL bound per example in nats (QDPM: Eq. 22 without its constant;
   VDM: its continuous-time VLB; plain VE: Eq. 19 from t_min); the metric
   `bpd` adds QDPM's constant D ln K back, so all three are bounds in bits/dim.
+
+  `train_x` gives the shapes only: `step(state, t, train_x)` takes the
+  training set as its `data` argument (`r.train(..., data=train_x)`), an
+  input of the compiled loop rather than a constant of it.
   """
   import optax  # pylint: disable=g-import-not-at-top
   from iclrjax.core import data as data_lib  # pylint: disable=g-import-not-at-top
+  from iclrjax.core import distributed  # pylint: disable=g-import-not-at-top
   from iclrjax.diffusion import flow  # pylint: disable=g-import-not-at-top
   from iclrjax.diffusion import nets  # pylint: disable=g-import-not-at-top
   n, dim = train_x.shape
@@ -723,8 +728,11 @@ def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array,
   tx = optax.adamw(optax.cosine_decay_schedule(c.learning_rate, c.train_steps),
                    weight_decay=c.weight_decay)
   const = dim * np.log(len(levels))  # QDPM: the bound minus Eq. 22's loss.
-  net_input_example = (train_x[0] if c.get('net', 'resmlp') == 'resmlp'
-                       else train_x[0].reshape(shape or (8, 8, dim // 64)))
+  # Flax initialises from shapes only: a zero example gives the same params
+  # as a real one without keeping the data in the closure.
+  net_input_example = jnp.zeros(
+      (dim,) if c.get('net', 'resmlp') == 'resmlp' else
+      shape or (8, 8, dim // 64), jax.dtypes.canonicalize_dtype(train_x.dtype))
 
   def init(key):
     k_init, k_run = jax.random.split(key)
@@ -743,11 +751,12 @@ def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array,
       value = plain_loss(net, p, x0, key, levels).mean()
     return value
 
-  def step(state, t):
+  def step(state, t, train_x):
     k_batch, k_noise = jax.random.split(state.key)
     idx = data_lib.batch_indices(k_batch, t, n, c.batch_size)
+    x0 = distributed.shard_batch(train_x[idx])
     value, g = jax.value_and_grad(loss_fn)(
-        state.params, train_x[idx], jax.random.fold_in(k_noise, t))
+        state.params, x0, jax.random.fold_in(k_noise, t))
     upd, opt_state = tx.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, upd)
     ema = nets.ema_update(state.ema, params,
@@ -841,7 +850,7 @@ def run(r):
     for kind in cfg.models:
       init, step, net = make_trainer(kind, cfg, train_x, levels,
                                      image_shape(ds, cfg))
-      out = r.train(init, step, num_steps=cfg.train_steps,
+      out = r.train(init, step, num_steps=cfg.train_steps, data=train_x,
                     chunk_size=min(cfg.steps_per_chunk, cfg.train_steps),
                     phase=f'{ds}_{kind}', log_every=cfg.log_every,
                     postfix_keys=('bpd',))

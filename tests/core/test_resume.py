@@ -8,6 +8,8 @@ was never killed (TensorBoard events included: one point per logged step).
 """
 
 import json
+import pathlib
+import sys
 
 from tensorboard.backend.event_processing import event_accumulator
 
@@ -46,3 +48,8 @@ def test_killed_runs_resume_to_the_uninterrupted_record(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert (wd / 'metrics.jsonl').read_bytes() == ref_bytes, kill_at
     assert _tb_steps(wd) == ref_steps, kill_at
+
+
+def test_tensorboard_is_installed_with_the_package():
+  """`tensorboard --logdir runs/` works after the one install command."""
+  assert (pathlib.Path(sys.executable).parent / 'tensorboard').exists()

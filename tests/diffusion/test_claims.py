@@ -29,7 +29,7 @@ def _train_qdpm_vdm(steps: int):
   for kind in ('qdpm', 'vdm'):
     init, step, net = qdpm.make_trainer(kind, c, train, levels)
     res = loop.train(init, step, seed=0, num_seeds=1, num_steps=steps,
-                     chunk_size=steps, progress=False)
+                     chunk_size=steps, progress=False, data=train)
     ema = jax.tree.map(lambda a: a[0], res.state.ema)
     est = jax.jit(lambda p, x, k, kind=kind, net=net: qdpm._nll(  # pylint: disable=protected-access
         kind, net, p, x, k, levels, c))(ema, test, jax.random.key(0))
@@ -52,9 +52,10 @@ def small_flow_dit():
   model = dit.DiT(patch=2, width=32, depth=4, heads=4)
   c = dict(batch_size=128, learning_rate=1e-3, ema_decay=0.999,
            objective='flow')
-  init, step = flow.make_trainer(model, jnp.asarray(flow.digits('train')), c)
+  train_x = flow.digits('train')
+  init, step = flow.make_trainer(model, train_x, c)
   res = loop.train(init, step, seed=0, num_seeds=1, num_steps=600,
-                   chunk_size=600, progress=False)
+                   chunk_size=600, progress=False, data=train_x)
   return model, jax.tree.map(lambda a: a[0], res.state.ema)
 
 

@@ -294,7 +294,7 @@ def test_learned_onehot_mdlm_approaches_the_oracle():
   strings = dl.language_strings('onehot')
   init, step = dl.make_trainer(model, strings, c)
   res = loop.train(init, step, seed=0, num_seeds=1, num_steps=150,
-                   chunk_size=150, progress=False)
+                   chunk_size=150, progress=False, data=strings)
   ema = jax.tree.map(lambda a: a[0], res.state.ema)
   # Validity of MDLM at K = 16 (1000 samples): trained vs untrained params,
   # vs the exact denoiser (0.91: the sampler's own factorisation error).

@@ -125,9 +125,10 @@ def test_tiny_dit_training_reduces_flow_loss():
   num_steps = 200
 
   @jax.jit
-  def train_and_eval(key):
+  def train_and_eval(key, train_x):
     s0 = init(key)
-    s, metrics = jax.lax.scan(step, s0, jnp.arange(num_steps))
+    s, metrics = jax.lax.scan(lambda s, t: step(s, t, train_x), s0,
+                              jnp.arange(num_steps))
 
     def held_out(params):  # same t and noise for every params
       return flow.flow_loss(lambda x, t: model.apply(params, x, t), test_x,
@@ -136,7 +137,8 @@ def test_tiny_dit_training_reduces_flow_loss():
     return (metrics, held_out(s0.params), held_out(s.params),
             held_out(s.ema), s0, s)
 
-  metrics, l0, l1, l_ema, s0, s = train_and_eval(jax.random.PRNGKey(0))
+  metrics, l0, l1, l_ema, s0, s = train_and_eval(jax.random.PRNGKey(0),
+                                                 train_x)
   loss = np.asarray(metrics['loss'])
   assert np.all(np.isfinite(loss))
   # At init the DiT outputs 0 (adaLN-zero): loss = E|eps - x0|^2 ~ 1 + E x0^2.

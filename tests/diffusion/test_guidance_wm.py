@@ -278,7 +278,7 @@ def test_decoder_trainer_learns_and_is_not_shift_robust():
   init, step, enc, dec = gwm.make_decoder_trainer(x, c)
   res = loop.train(init, step, seed=0, num_seeds=1,
                    num_steps=c.dec_train_steps, chunk_size=c.dec_train_steps,
-                   progress=False)
+                   progress=False, data=x)
   params = jax.tree.map(lambda a: a[0], res.state.params)
   test = jnp.asarray(flow.digits('test'))
   bits = jax.random.bernoulli(jax.random.key(0), 0.5, (test.shape[0], 16))

@@ -248,15 +248,16 @@ def _small_config():
   return c
 
 
-def _scan_train(init, step, num_steps):
+def _scan_train(init, step, num_steps, data):
   """One seed, one compiled scan (no seed padding, no logging)."""
 
   @jax.jit
-  def run(key):
+  def run(key, data):
     state = init(key)
-    return jax.lax.scan(step, state, jnp.arange(num_steps, dtype=jnp.int32))
+    return jax.lax.scan(lambda s, t: step(s, t, data), state,
+                        jnp.arange(num_steps, dtype=jnp.int32))
 
-  return run(jax.random.key(0))
+  return run(jax.random.key(0), data)
 
 
 @pytest.fixture(scope='module')
@@ -265,9 +266,9 @@ def trained():
   net = oftsr.make_net(c)
   x = jnp.asarray(flow.digits('train'))
   init, step = oftsr.make_teacher_trainer(net, x, c, 0.1)
-  teacher = _scan_train(init, step, 150)[0].ema
+  teacher = _scan_train(init, step, 150, x)[0].ema
   init_s, step_s = oftsr.make_student_trainer(net, x, c, 0.1)
-  state, metrics = _scan_train(lambda k: init_s(k, teacher), step_s, 100)
+  state, metrics = _scan_train(lambda k: init_s(k, teacher), step_s, 100, x)
   return c, net, teacher, state, metrics
 
 
