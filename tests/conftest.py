@@ -28,6 +28,16 @@ def run_module(module: str, *args: str, env: dict[str, str] | None = None,
                         text=True, timeout=timeout, check=False)
 
 
+def assert_missing_data_stops_early(experiment, cfg, tmp_path, dataset):
+  """`experiment.execute(cfg)` with absent data: one-line error naming
+  `dataset`, raised before the workdir exists."""
+  cfg.data_dir = str(tmp_path / 'data')
+  wd = tmp_path / 'run'
+  with pytest.raises(FileNotFoundError, match=f'^dataset {dataset} is not'):
+    experiment.execute(cfg, workdir=wd)
+  assert not wd.exists()
+
+
 @pytest.fixture
 def run_launcher():
   return run_module

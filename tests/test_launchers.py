@@ -20,7 +20,7 @@ from tests.conftest import ROOT, run_module
 NAMES = sorted(p.stem for p in (ROOT / 'experiments').glob('*.py')
                if p.stem not in ('__init__', 'report', 'colab_sync'))
 SUMMARY_KEYS = {'experiment', 'config', 'num_seeds', 'backend', 'devices',
-                'wall_s', 'metrics', 'claims'}
+                'mesh', 'commit', 'wall_s', 'metrics', 'claims'}
 
 
 def _experiment(name):
@@ -100,12 +100,15 @@ def test_smoke_run_writes_the_run_record(name, tmp_path):
   summary = json.loads((wd / 'summary.json').read_text())
   assert SUMMARY_KEYS <= summary.keys()
   assert summary['experiment'] == name
+  mesh = summary['mesh']  # every device is used, whatever num_seeds
+  assert mesh['seeds'] * mesh['data'] == summary['devices'] >= 1
+  assert summary['num_seeds'] % mesh['seeds'] == 0
   assert summary['config'] == json.loads((wd / 'config.json').read_text())
   for m in summary['metrics'].values():
     assert {'mean', 'ci95', 'per_seed'} <= m.keys()
     assert len(m['per_seed']) == summary['num_seeds']
   for c in summary['claims']:
-    assert {'claim', 'holds', 'evidence'} <= c.keys()
+    assert {'claim', 'holds', 'evidence', 'control'} <= c.keys()
   assert (wd / 'metrics.jsonl').stat().st_size > 0
   assert list((wd / 'plots').glob('*.png'))
   assert list((wd / 'tensorboard').glob('events.out.tfevents.*'))

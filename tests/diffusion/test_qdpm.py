@@ -24,6 +24,7 @@ from iclrjax.diffusion import images
 from iclrjax.diffusion import likelihood as lik
 from iclrjax.diffusion import qdpm
 from iclrjax.diffusion import schedules as sch
+from tests.conftest import assert_missing_data_stops_early
 
 
 @pytest.fixture(autouse=True)
@@ -516,8 +517,6 @@ def test_preflight_names_a_missing_cifar10_before_any_compute(tmp_path):
 
 
 def test_launcher_checks_cifar10_before_it_creates_the_workdir(tmp_path):
-  c = qdpm_config.get_config('paper')
-  c.data_dir = str(tmp_path / 'data')
-  with pytest.raises(FileNotFoundError, match='^dataset cifar10 is not'):
-    qdpm_launcher.EXPERIMENT.execute(c, workdir=tmp_path / 'run')
-  assert not (tmp_path / 'run').exists()
+  assert_missing_data_stops_early(qdpm_launcher.EXPERIMENT,
+                                  qdpm_config.get_config('paper'), tmp_path,
+                                  'cifar10')

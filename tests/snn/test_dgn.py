@@ -15,6 +15,7 @@ from iclrjax.core import launch
 from iclrjax.core import loop
 from iclrjax.snn import cells
 from iclrjax.snn import dgn
+from tests.conftest import assert_missing_data_stops_early
 
 
 def _validate(c):
@@ -170,8 +171,6 @@ def test_preflight_names_the_missing_files_before_any_compute(tmp_path):
 
 
 def test_launcher_checks_shd_before_it_creates_the_workdir(tmp_path):
-  c = dgn_config.get_config('paper')
-  c.data_dir = str(tmp_path / 'data')
-  with pytest.raises(FileNotFoundError, match='^dataset shd is not'):
-    dgn_launcher.EXPERIMENT.execute(c, workdir=tmp_path / 'run')
-  assert not (tmp_path / 'run').exists()
+  assert_missing_data_stops_early(dgn_launcher.EXPERIMENT,
+                                  dgn_config.get_config('paper'), tmp_path,
+                                  'shd')
