@@ -140,7 +140,10 @@ def _dot_peak(n: int, repeats: int) -> tuple[float, float, int]:
 
 
 def _trainers(variant: str | None):
-  """{name: (init, step, batch, description)} for the configs' `variant`."""
+  """{name: (init, step, data, batch, description)} for `variant`.
+
+  `data` is the training split, passed to step(state, t, data).
+  """
   out = {}
   qc = qdpm_config.get_config(variant)
   train_x = jnp.asarray(images.to_scale(images.digits('train'), qc.scale),
@@ -149,21 +152,22 @@ def _trainers(variant: str | None):
                        jnp.float32)
   for kind in ('qdpm', 'vdm'):
     init, step, _ = qdpm.make_trainer(kind, qc, train_x, levels)
-    out[kind] = (init, step, qc.batch_size,
+    out[kind] = (init, step, train_x, qc.batch_size,
                  f'ResMLP w{qc.width} x{qc.blocks}, D={train_x.shape[1]}')
   bc = bwcache_config.get_config(variant)
   model = dit.DiT(patch=bc.patch, width=bc.width, depth=bc.depth,
                   heads=bc.heads)
+  flow_x = jnp.asarray(flow.digits('train'))
   init, step = flow.make_trainer(
-      model, jnp.asarray(flow.digits('train')),
+      model, flow_x,
       dict(batch_size=bc.batch_size, learning_rate=bc.learning_rate,
            ema_decay=bc.ema_decay, objective='flow'))
-  out['flow_dit'] = (init, step, bc.batch_size,
+  out['flow_dit'] = (init, step, flow_x, bc.batch_size,
                      f'DiT w{bc.width} x{bc.depth}, p{bc.patch}, 8x8x1')
   return out
 
 
-def _train_row(init, step, chunk_steps: int, seeds: int, repeats: int,
+def _train_row(init, step, data, chunk_steps: int, seeds: int, repeats: int,
                compiled_flops: bool = True):
   """(seconds per chunk, calls, HLO flops per step over all seeds).
 
@@ -171,14 +175,15 @@ def _train_row(init, step, chunk_steps: int, seeds: int, repeats: int,
   (`Lowered.cost_analysis`: no second compile; --quick only).
   """
   state = loop.init_states(init, loop.seed_keys(0, seeds))
-  vstep = jax.vmap(step, in_axes=(0, None))
-  lowered = jax.jit(vstep).lower(state, jnp.int32(0))
+  vstep = jax.vmap(step, in_axes=(0, None, None))
+  lowered = jax.jit(vstep).lower(state, jnp.int32(0), data)
   flops = _flops(lowered.compile() if compiled_flops else lowered)
-  chunk = loop.chunk_fn(step, chunk_steps)
+  chunk = loop.chunk_fn(step, chunk_steps, with_data=True)
   box = {'state': state, 'start': 0}
 
   def call():
-    box['state'], metrics = chunk(box['state'], jnp.int32(box['start']))
+    box['state'], metrics = chunk(box['state'], jnp.int32(box['start']),
+                                  data)
     jax.block_until_ready((box['state'], metrics))
     box['start'] += chunk_steps
 
@@ -293,8 +298,8 @@ def main(argv):
   trainers = _trainers(variant)
   rows = []
   for name in _MODELS.value:
-    init, step, batch, desc = trainers[name]
-    t, calls, flops = _train_row(init, step, chunk_steps, seeds, repeats,
+    init, step, data, batch, desc = trainers[name]
+    t, calls, flops = _train_row(init, step, data, chunk_steps, seeds, repeats,
                                  compiled_flops=not quick)
     rows.append((name, desc, batch, t, calls, flops))
   peak1, dot_t1, dot_calls1 = _dot_peak(dot_n, repeats)

@@ -114,19 +114,27 @@ def chunk_fn(step_fn: StepFn, chunk_size: int,
     body = (lambda s, t: step_fn(s, t, data)) if with_data else step_fn
     return jax.lax.scan(body, state, ts)
 
+  spmd = distributed.SEEDS if mesh is not None else None
+
+  def chunk(states, start, data=None):
+    return jax.vmap(one_seed, in_axes=(0, None, None),
+                    spmd_axis_name=spmd)(states, start, data)
+
   kwargs = {'donate_argnums': (0,)} if donate else {}
   if mesh is None:
-    vchunk = jax.vmap(one_seed, in_axes=(0, None, None))
-    return jax.jit(vchunk, **kwargs)
-  vchunk = jax.vmap(one_seed, in_axes=(0, None, None),
-                    spmd_axis_name=distributed.SEEDS)
+    return jax.jit(chunk, **kwargs)
   sharding = distributed.seed_sharding(mesh)
-  jitted = jax.jit(vchunk, out_shardings=(sharding, sharding), **kwargs)
+  jitted = jax.jit(chunk, out_shardings=(sharding, sharding), **kwargs)
 
   def run(states, start, data=None):
     with jax.set_mesh(mesh):  # shard_batch reads the mesh while tracing
       return jitted(states, start, data)
 
+  def lower(states, start, data=None):
+    with jax.set_mesh(mesh):
+      return jitted.lower(states, start, data)
+
+  run.lower = lower
   return run
 
 
