@@ -156,10 +156,14 @@ def _two_processes(module, args, workdir):
 
 
 @pytest.mark.parametrize('name,overrides', [
-    # RL: the env batch and the sweep rows over 2 hosts.
-    ('kernel_ppo', ()),
-    # Supervised: the training split is a sharded argument of the loop.
-    ('dcd_ssm', ()),
+    # RL: clip-PPO's batch of 4 envs split over the 'data' axis (mesh 2 x 4)
+    # and the NPG-TD rows; the RKHS phase and a second power are dropped to
+    # keep the test short.
+    ('kernel_ppo', ('--config.ppo.num_envs=4', '--config.rkhs_envs=()',
+                    '--config.powers=(0.5,)')),
+    # Supervised: the training split is a sharded argument of the loop and
+    # each minibatch of 64 is split over 'data' (mesh 2 x 4); one group.
+    ('dcd_ssm', ("--config.runs=('Z6/dcd/1',)",)),
 ])
 def test_two_processes_match_one_process(name, overrides, tmp_path):
   """Multi-host path: 2 processes x 4 CPU devices, jax.distributed + gloo."""
