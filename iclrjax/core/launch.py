@@ -23,9 +23,14 @@ and is used as::
   python -m experiments.linreg --config=configs/linreg.py:smoke --workdir=DIR
   python -m experiments.linreg --config.num_seeds=8 --config.seed=3
 
-Before any compute the config is validated against the experiment's schema;
-a bad value prints one line naming the field, the value and what is allowed,
-and exits with status 2. The run then writes into `workdir`:
+Before any compute the config is validated against the experiment's schema
+(types from the default config, constraints from the family); a bad value
+prints one line naming the field, the value and what is allowed, and exits
+with status 2; so does a dataset the config needs that is not on disk
+(`Experiment.preflight`), before the workdir is created. With
+`--config.distributed=True`, `jax.distributed.initialize()` runs next (no
+module does JAX work at import), and process 0 picks the workdir for all.
+The run then writes into `workdir`:
 
   config.json     the resolved config
   metrics.jsonl   per-seed metric rows (core.logging)
@@ -33,7 +38,9 @@ and exits with status 2. The run then writes into `workdir`:
   checkpoints/    orbax checkpoints; a restart with the same command resumes
   plots/*.png     learning curves (mean and 95% band over seeds)
   summary.json    DESIGN.md's schema: experiment, config, num_seeds, backend,
-                  devices, wall_s, metrics{mean, ci95, per_seed}, claims
+                  devices, mesh{seeds, data}, commit, wall_s,
+                  metrics{mean, ci95, per_seed}, claims{claim, holds,
+                  evidence, control[, paper]}
 
 Without `--workdir`, runs go to `runs/<name>/<timestamp>/`, except that an
 unfinished run there with the identical config is resumed, so re-running the
@@ -370,6 +377,9 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
   for c in result.claims:
     logging.info('claim %s: %s (%s)', 'HOLDS' if c.holds else 'does NOT hold',
                  c.claim, c.evidence)
+    if not c.control:
+      logging.warning('claim without a control (what would fail it, and its '
+                      'number): %s', c.claim)
   return summary
 
 
