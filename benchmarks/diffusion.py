@@ -178,7 +178,7 @@ def _train_row(init, step, data, chunk_steps: int, seeds: int, repeats: int,
   vstep = jax.vmap(step, in_axes=(0, None, None))
   lowered = jax.jit(vstep).lower(state, jnp.int32(0), data)
   flops = _flops(lowered.compile() if compiled_flops else lowered)
-  chunk = loop.chunk_fn(step, chunk_steps, with_data=True)
+  chunk = loop.chunk_fn(step, chunk_steps)
   box = {'state': state, 'start': 0}
 
   def call():

@@ -99,19 +99,18 @@ def abstract_states(init_fn: InitFn, keys: jax.Array,
 
 def chunk_fn(step_fn: StepFn, chunk_size: int,
              mesh: jax.sharding.Mesh | None = None, *,
-             donate: bool = True, with_data: bool = False
-             ) -> Callable[..., Any]:
+             donate: bool = True) -> Callable[..., Any]:
   """Compiles `chunk_size` steps of `step_fn` for every seed.
 
   Returns f(states, start[, data]) -> (states, metrics) where states have a
   leading seed axis, `start` is the int32 index of the chunk's first step,
-  `data` (if `with_data`) is passed to every step, and every metric comes
-  back shaped [num_seeds, chunk_size].
+  `data` (if given) is passed to every step as `step_fn(state, t, data)`,
+  and every metric comes back shaped [num_seeds, chunk_size].
   """
 
   def one_seed(state, start, data):
     ts = start + jnp.arange(chunk_size, dtype=jnp.int32)
-    body = (lambda s, t: step_fn(s, t, data)) if with_data else step_fn
+    body = step_fn if data is None else (lambda s, t: step_fn(s, t, data))
     return jax.lax.scan(body, state, ts)
 
   spmd = distributed.SEEDS if mesh is not None else None
@@ -159,14 +158,13 @@ def chunks(step_fn: StepFn, state: PyTree, *, start_step: int,
   arrays shared by every seed, passed as `step_fn(state, t, data)`.
   """
   compiled: dict[int, Callable[..., Any]] = {}
-  with_data = data is not None
-  if with_data:
+  if data is not None:
     data = distributed.put_data(mesh, data)
   step = start_step
   while step < num_steps:
     size = min(chunk_size, num_steps - step)
     if size not in compiled:
-      compiled[size] = chunk_fn(step_fn, size, mesh, with_data=with_data)
+      compiled[size] = chunk_fn(step_fn, size, mesh)
     state, metrics = compiled[size](state, jnp.int32(step), data)
     metrics = distributed.to_host(metrics)
     yield Chunk(step, step + size, state,

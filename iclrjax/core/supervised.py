@@ -39,18 +39,15 @@ def cross_entropy(logits: jax.Array, labels: jax.Array
 def make_classifier_trainer(
     init_params: Callable[[jax.Array], Any],
     logits_fn: Callable[[Any, jax.Array], jax.Array],
-    num_examples: int, tx: optax.GradientTransformation, batch_size: int):
+    tx: optax.GradientTransformation, batch_size: int):
   """init(key) -> TrainState; step(state, t, (x, y)) -> (state, metrics).
 
   Args:
     init_params: key -> params.
     logits_fn: (params, x [B, ...]) -> logits [B, ..., K].
-    num_examples: size of the training split passed to `step` as
-      `data = (x [N, ...], y [N, ...])`.
     tx: the optimizer.
     batch_size: examples per step.
   """
-  n = num_examples
 
   def init(key):
     k_init, k_data = jax.random.split(key)
@@ -61,8 +58,8 @@ def make_classifier_trainer(
     return cross_entropy(logits_fn(params, x), y)
 
   def step(state: TrainState, t: jax.Array, data: tuple[jax.Array, jax.Array]):
-    train_x, train_y = data
-    idx = data_lib.batch_indices(state.key, t, n, batch_size)
+    train_x, train_y = data  # [N, ...], the split passed as `data`
+    idx = data_lib.batch_indices(state.key, t, train_x.shape[0], batch_size)
     x_B, y_B = distributed.shard_batch((train_x[idx], train_y[idx]))
     (loss, acc), g = jax.value_and_grad(loss_fn, has_aux=True)(
         state.params, x_B, y_B)

@@ -377,18 +377,15 @@ def make_teacher_trainer(net: SRVelocity, train_x: jax.Array, c: Any,
   return init, step
 
 
-def make_student_trainer(net: SRVelocity, train_x: jax.Array, c: Any,
-                         sigma_p: float):
+def make_student_trainer(net: SRVelocity, c: Any, sigma_p: float):
   """(init, step) for the one-step student; init(key, teacher_params).
 
   The student starts as a copy of the teacher. c: batch_size, student_lr,
   warmup_steps, grad_clip, ema_decay, sigma_y, factor, t_min, t_max, dt,
   rk2_r, lambda_distill, lambda_boundary, lambda_align. Metrics: 'loss',
   'distill', 'boundary', 'align', 'grad_norm'. As for the teacher,
-  `step(state, t, train_x)` takes the HR images as its `data` argument;
-  `train_x` here is unused (kept so both trainers are built alike).
+  `step(state, t, train_x)` takes the HR images as its `data` argument.
   """
-  del train_x
   tx = _optimizer(c.student_lr, c.warmup_steps, c.grad_clip)
 
   def init(key, teacher_params):
@@ -590,7 +587,7 @@ def run(r):
                   chunk_size=chunk(c.teacher_steps), phase=_tag(sp),
                   log_every=c.log_every, postfix_keys=('loss',))
     teachers[sp] = out.state.ema
-  init, step = make_student_trainer(net, train_x, c, c.student_sigma_p)
+  init, step = make_student_trainer(net, c, c.student_sigma_p)
   out = r.train(init, step, num_steps=c.student_steps, data=train_x,
                 chunk_size=chunk(c.student_steps), phase='student',
                 log_every=c.log_every, init_args=teachers[c.student_sigma_p],

@@ -62,20 +62,18 @@ def make_network(kind: str, num_classes: int,
 
 
 # -- training ------------------------------------------------------------------------
-def make_trainer(net: network.SNN, train_x: jax.Array, train_y: jax.Array,
+def make_trainer(net: network.SNN, train_x: jax.Array,
                  c: ml_collections.ConfigDict, num_steps: int):
   """init(key) -> TrainState; step(state, t, (x, y)) -> (state, metrics).
 
   Cross-entropy on the readout logits, BPTT through the whole sequence,
-  Adam with a cosine decay over `num_steps`. `train_x`, `train_y` give the
-  shapes; pass them to `step` as `r.train(..., data=(train_x, train_y))`.
+  Adam with a cosine decay over `num_steps`. `train_x` gives the input
+  shape; the split goes to `step` as `r.train(..., data=(train_x, train_y))`.
   """
-  del train_y
   tx = optax.adam(optax.cosine_decay_schedule(c.learning_rate, num_steps))
   return supervised.make_classifier_trainer(
       lambda k: net.init(k, train_x.shape[-1]),
-      jax.vmap(net.apply, in_axes=(None, 0)), train_x.shape[0], tx,
-      c.batch_size)
+      jax.vmap(net.apply, in_axes=(None, 0)), tx, c.batch_size)
 
 
 def make_evaluator(net: network.SNN, eval_batch: int):
@@ -295,7 +293,7 @@ def run(r: launch.Run) -> launch.Result:
   eval_key = jax.random.key(cfg.seed + 12345)
   for kind in cfg.cells:
     net = make_network(kind, spk.num_classes, cfg)
-    init, step = make_trainer(net, train_x, train_y, cfg, steps)
+    init, step = make_trainer(net, train_x, cfg, steps)
     out = r.train(init, step, num_steps=steps, data=(train_x, train_y),
                   chunk_size=min(cfg.steps_per_chunk, steps), phase=kind,
                   log_every=cfg.log_every, postfix_keys=('loss', 'accuracy'))

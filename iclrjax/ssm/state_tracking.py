@@ -85,20 +85,18 @@ def load_split(name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 # -- training ------------------------------------------------------------------------
-def make_trainer(model: dcd.SeqModel, train_x: jax.Array, train_y: jax.Array,
+def make_trainer(model: dcd.SeqModel, train_x: jax.Array,
                  c: ml_collections.ConfigDict):
   """init(key) -> TrainState; step(state, t, (x, y)) -> (state, metrics);
-  evaluate. `train_x`, `train_y` give the shapes; `step` takes the split as
+  evaluate. `train_x` gives the input shape; `step` takes the split as
   `data` (`r.train(..., data=(train_x, train_y))`)."""
   sched = optax.cosine_onecycle_schedule(c.steps, c.learning_rate,
                                          pct_start=c.warmup_frac)
   tx = optax.chain(optax.clip_by_global_norm(c.grad_clip),
                    optax.adamw(sched, weight_decay=c.weight_decay))
   apply = jax.vmap(model.apply, in_axes=(None, 0))
-  del train_y  # passed to `step` as data=(train_x, train_y) by r.train
   init, step = supervised.make_classifier_trainer(
-      lambda k: model.init(k, train_x[0]), apply, train_x.shape[0], tx,
-      c.batch_size)
+      lambda k: model.init(k, train_x[0]), apply, tx, c.batch_size)
 
   @jax.jit
   def evaluate(states: supervised.TrainState, x: jax.Array,
@@ -189,8 +187,7 @@ def run(r: launch.Run) -> launch.Result:
     (tx_, ty_), tests = cache[group]
     model = dcd.make_model(kind, depth, g.order, cfg.width, cfg.state,
                            cfg.hidden, cfg.init_magnitude, cfg.input_mode)
-    init, step, evaluate = make_trainer(model, jnp.asarray(tx_),
-                                        jnp.asarray(ty_), cfg)
+    init, step, evaluate = make_trainer(model, jnp.asarray(tx_), cfg)
     tag = _tag(group, kind, depth)
     out = r.train(init, step, num_steps=cfg.steps, data=(tx_, ty_),
                   chunk_size=min(cfg.steps_per_chunk, cfg.steps), phase=tag,

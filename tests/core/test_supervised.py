@@ -26,7 +26,7 @@ def test_logistic_regression_fits_separable_data():
   y = np.argmax(x @ w_true, -1).astype(np.int32)
   init, step = supervised.make_classifier_trainer(
       lambda k: {'w': jnp.zeros((5, 3))}, lambda p, xb: xb @ p['w'],
-      len(x), optax.adam(0.05), batch_size=64)
+      optax.adam(0.05), batch_size=64)
   out = loop.train(init, step, seed=0, num_seeds=2, num_steps=400,
                    chunk_size=400, progress=False, data=(x, y))
   w = out.state.params['w']  # [2, 5, 3]

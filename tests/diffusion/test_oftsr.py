@@ -267,7 +267,7 @@ def trained():
   x = jnp.asarray(flow.digits('train'))
   init, step = oftsr.make_teacher_trainer(net, x, c, 0.1)
   teacher = _scan_train(init, step, 150, x)[0].ema
-  init_s, step_s = oftsr.make_student_trainer(net, x, c, 0.1)
+  init_s, step_s = oftsr.make_student_trainer(net, c, 0.1)
   state, metrics = _scan_train(lambda k: init_s(k, teacher), step_s, 100, x)
   return c, net, teacher, state, metrics
 

@@ -48,7 +48,7 @@ def trained_smoke():
   for kind in ('lif', 'dgn'):
     net = dgn.make_network(kind, spk.num_classes, c)
     steps = dgn.num_steps(c, x.shape[0])
-    init, step = dgn.make_trainer(net, x, y, c, steps)
+    init, step = dgn.make_trainer(net, x, c, steps)
     res = loop.train(init, step, seed=0, num_seeds=2, num_steps=steps,
                      chunk_size=steps, progress=False, data=(x, y))
     out[kind] = (net, res.state.params)
