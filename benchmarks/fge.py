@@ -7,10 +7,10 @@ The paper's code cannot be timed beside ours here (it calls
 core: domain randomisation (DR: PPO alone, theta ~ rho). Every method runs
 `--iters` compiled iterations (`core.loop.chunk_fn`: scan over iterations,
 vmap over seeds) of the default config after a warm-up chunk that compiles;
-the time is the median over `--repeats` chunks. The FGE breakdown switches
-off one part at a time: fewer explore candidates (256, the paper's number,
-instead of our 1024), one classifier step instead of two, a smaller
-predicted-feasible rejection sample (512 instead of 2048).
+the time is the median over `--repeats` chunks. The FGE breakdown changes
+one part at a time: the KDE instead of the spline flow, one classifier step
+instead of two, a smaller predicted-feasible rejection sample (512 instead
+of 2048).
 """
 
 from __future__ import annotations
@@ -25,18 +25,20 @@ import jax.numpy as jnp
 
 from configs import fge as fge_config
 from iclrjax.core import loop
-from iclrjax.rl import fge
+from experiments import fge as fge_exp
+from iclrjax.rl import curricula
 from iclrjax.rl import reach
 
 _SEEDS = flags.DEFINE_integer('num_seeds', 3, 'Seeds vmapped.')
 _ITERS = flags.DEFINE_integer('iters', 50, 'PPO iterations per timed chunk.')
-_REPEATS = flags.DEFINE_integer('repeats', 3, 'Timed chunks per method.')
+_REPEATS = flags.DEFINE_integer('repeats', 5, 'Timed chunks per method.')
 _TASK = flags.DEFINE_string('task', 'toylevels', 'toylevels or pendulum.')
 
 
 def _time(task, cfg, method: str) -> float:
   """Median seconds per iteration (all seeds together)."""
-  init, step, _, _ = fge.make_trainer(task, cfg, method, 10_000)
+  init, step, _ = curricula.make_trainer(
+      task, cfg, fge_exp.make_sampler(method, task, cfg), 10_000)
   state = loop.init_states(init, loop.seed_keys(0, _SEEDS.value))
   chunk = loop.chunk_fn(step, _ITERS.value)
   state, m = chunk(state, jnp.int32(0))
@@ -60,10 +62,9 @@ def main(argv):
   dr = _time(task, base_cfg, 'dr')
   rows.append(('DR (peer)', dr))
   for method in ('plr', 'rarl', 'fge'):
-    rows.append((fge.LABELS[method], _time(task, base_cfg, method)))
+    rows.append((fge_exp.LABELS[method], _time(task, base_cfg, method)))
   variants = {
-      'FGE, 256 explore candidates': dict(explore_candidates=256,
-                                          collide_candidates=64),
+      'FGE, KDE novelty': dict(density='kde'),
       'FGE, 1 classifier step': dict(clf_steps=1),
       'FGE, 512 predci candidates': dict(predci_candidates=512,
                                          predci_capacity=256),

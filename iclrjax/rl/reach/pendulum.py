@@ -81,6 +81,8 @@ GRAVITY, MASS, LENGTH, DT, MAX_SPEED = 10.0, 1.0, 1.0, 0.05, 8.0
 GRAV_COEF = 3.0 * GRAVITY / (2.0 * LENGTH)   # 15: d omega/dt per sin(phi)
 TORQUE_COEF = 3.0 / (MASS * LENGTH ** 2)     # 3: d omega/dt per unit torque
 REGION_NAMES = ('weak', 'medium', 'strong')
+NOMINALS = ('uniform', 'skewed')
+SKEW_PROBS = (0.9, 1e-3, 0.099)
 # Controls the value iteration maximises over, as fractions of u_max.
 CONTROL_FRACS = (-1.0, -0.5, 0.0, 0.5, 1.0)
 # Candidate actions of the greedy oracle.
@@ -232,7 +234,9 @@ class PendulumAvoid(base.ReachTask):
 
   def __init__(self, phi_max: float = 0.9, omega_box: float = 4.0,
                u_lo: float = 1.0, u_hi: float = 4.0, horizon: int = 100,
-               kernel_shape: tuple[int, int, int] = (25, 101, 201)):
+               kernel_shape: tuple[int, int, int] = (25, 101, 201),
+               nominal: str = 'uniform',
+               skew_probs: tuple[float, float, float] = SKEW_PROBS):
     """Builds the task.
 
     Args:
@@ -243,7 +247,15 @@ class PendulumAvoid(base.ReachTask):
       horizon: steps the pendulum must stay up.
       kernel_shape: (n_u, n_phi, n_omega) grid of the ground-truth kernel
         (computed lazily on the first `feasible`/`kernel_value` call).
+      nominal: rho, 'uniform' over the box or 'skewed' (`sample_nominal`).
+      skew_probs: the skewed rho's weights of (near-upright strong-torque
+        box, weak-torque band, infeasible corners).
     """
+    if nominal not in NOMINALS:
+      raise ValueError(f'nominal must be one of {NOMINALS}, got {nominal!r}')
+    if abs(sum(skew_probs) - 1.0) > 1e-6 or min(skew_probs) < 0:
+      raise ValueError(f'skew_probs must be >= 0 and sum to 1, got '
+                       f'{skew_probs}')
     if not 0.0 < phi_max < np.pi:
       raise ValueError(f'phi_max must be in (0, pi), got {phi_max}')
     if not 0.0 < u_lo <= u_hi:
@@ -256,13 +268,41 @@ class PendulumAvoid(base.ReachTask):
     self.theta_low = np.array([-phi_max, -omega_box, u_lo], np.float32)
     self.theta_high = np.array([phi_max, omega_box, u_hi], np.float32)
     self._kernel: ViabilityKernel | None = None
+    self.nominal = nominal
+    self.skew_probs = tuple(float(p) for p in skew_probs)
 
   # -- theta ------------------------------------------------------------------
   def sample_nominal(self, key: jax.Array) -> jax.Array:
-    """Uniform over the whole box (feasible and infeasible theta alike)."""
-    return jax.random.uniform(key, (3,), jnp.float32,
-                              jnp.asarray(self.theta_low),
-                              jnp.asarray(self.theta_high))
+    """theta ~ rho. 'uniform': over the whole box (feasible and infeasible
+    theta alike). 'skewed', a mixture with weights `skew_probs` of
+
+    * a near-upright box at strong torque (|phi0| <= 0.3, |omega0| <= 1,
+      u_max in the top third): feasible, what domain randomisation sees;
+    * the weak-torque band (u_max in the bottom third, phi0 and omega0 over
+      the whole box): its feasible part is the thin diagonal band of the
+      kernel, the challenging set;
+    * infeasible corners (|phi0| >= 0.5 and |omega0| >= 2 with the same
+      sign, any u_max): the unstable mode omega + sqrt(15) phi exceeds
+      0.77 u_max there even at u_max = 4.
+    """
+    if self.nominal == 'uniform':
+      return jax.random.uniform(key, (3,), jnp.float32,
+                                jnp.asarray(self.theta_low),
+                                jnp.asarray(self.theta_high))
+    k_c, k_u, k_s = jax.random.split(key, 3)
+    u = jax.random.uniform(k_u, (3,), jnp.float32)
+    third = (self.u_hi - self.u_lo) / 3.0
+    pm, om = self.phi_max, self.omega_box
+    near = jnp.stack([(2 * u[0] - 1) * 0.3, (2 * u[1] - 1) * 1.0,
+                      self.u_hi - third * u[2]])
+    band = jnp.stack([(2 * u[0] - 1) * pm, (2 * u[1] - 1) * om,
+                      self.u_lo + third * u[2]])
+    sign = jnp.where(jax.random.bernoulli(k_s), 1.0, -1.0)
+    corner = jnp.stack([sign * (0.5 + (pm - 0.5) * u[0]),
+                        sign * (2.0 + (om - 2.0) * u[1]),
+                        self.u_lo + (self.u_hi - self.u_lo) * u[2]])
+    c = jax.random.choice(k_c, 3, p=jnp.asarray(self.skew_probs))
+    return jnp.stack([near, band, corner])[c].astype(jnp.float32)
 
   def failed_at_start(self, theta: jax.Array) -> jax.Array:
     return jnp.abs(theta[0]) > self.phi_max
