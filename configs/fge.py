@@ -135,6 +135,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.eval_points = 1000            # a 10 x 10 x 10 grid over the theta box
     c.fge.kde_bandwidth = 0.1       # 3-D box coordinates
     c.claims.region = 'weak'
+    if variant == 'pendulum_skewed':
+      # Per-seed spread is ~0.15 here: 8 seeds for the CIs; the two single
+      # ablations are left out to keep the run under ~30 min on 2 cores.
+      c.num_seeds = 8
+      c.methods = ('fge', 'fge_explore_only', 'dr', 'uniform', 'plr', 'rarl')
+      # DR already covers ~0.7 of the weak band's feasible theta (its
+      # policy generalises from the strong-torque box), so the gap FGE can
+      # show is at most ~0.3.
+      c.claims.gap_min = 0.1
   elif variant in ('hopper_smoke', 'hopper'):
     # The paper's MuJoCo task: theta = initial foot x on slopes and a gap.
     c.task = 'hopper'

@@ -165,7 +165,8 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
         env, policy, state.params, state.env_state, state.obs, state.stats,
         norm, k_roll, c.num_steps, c.normalize_obs)
     if c.normalize_obs:
-      norm = norm.update(obs)  # stats for the next rollout
+      # Stats for the next rollout, from all T x E observations of this one.
+      norm = norm.update(batch.raw_obs)
     _, next_value = net.apply(state.params, batch.final_obs)
     done = batch.terminated | batch.truncated
     adv, target = ro.gae(batch.reward, batch.value, next_value,

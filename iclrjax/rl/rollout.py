@@ -90,6 +90,7 @@ class Batch(NamedTuple):
   final_obs: jax.Array  # state reached (normalised with the same stats)
   extra: Any            # algorithm-specific per-step outputs (e.g. logits)
   info: Any = None      # the env's per-step `Step.info` (None for most envs)
+  raw_obs: Any = None   # obs before normalisation (only if normalize_obs)
 
 
 PolicyFn = Callable[[Any, jax.Array, jax.Array],
@@ -132,7 +133,7 @@ def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
     new_stats = stats.update(out.reward, done)
     b = Batch(nobs, stored, logp, value, out.reward, out.terminated,
               out.truncated, norm(out.final_obs, normalize_obs), extra,
-              out.info)
+              out.info, obs if normalize_obs else None)
     keep = lambda new, old: jax.tree.map(
         lambda n, o: jnp.where(live, n, o), new, old)
     carry = keep((new_state, out.obs, new_stats), (env_state, obs, stats))

@@ -113,3 +113,19 @@ def test_ppo_runs_on_continuous_and_discrete(name):
   for k in ('loss/policy', 'loss/value', 'entropy', 'approx_kl'):
     assert np.all(np.isfinite(np.asarray(m[k]))), k
   assert int(np.asarray(m['env_steps'])[0, -1]) == 3 * 4 * 16
+
+
+def test_observation_normaliser_sees_every_rollout_observation():
+  """After one iteration the running stats count all T x E observations the
+  rollout acted on (not only the E observations it ended in)."""
+  c = kc.get_config('smoke').ppo
+  c.num_envs, c.num_steps, c.normalize_obs = 4, 8, True
+  env = envs.make('CartPole-v1')
+  init, step = ppo.make_ppo(env, c, num_updates=1, with_batch=True)
+  st = init(jax.random.PRNGKey(0))
+  st2, _, batch = jax.jit(step)(st, jnp.int32(0))
+  np.testing.assert_allclose(float(st2.norm.count), 32 + 1e-4, rtol=1e-6)
+  raw = np.asarray(batch.raw_obs).reshape(-1, 4)
+  w_old = 1e-4 / (32 + 1e-4)
+  np.testing.assert_allclose(np.asarray(st2.norm.mean),
+                             (1 - w_old) * raw.mean(0), rtol=1e-3, atol=1e-6)
