@@ -33,7 +33,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.envs = ('CartPole-v1', 'Acrobot-v1')
   c.env_steps = (500_000, 300_000)      # budget per env, same order
   c.powers = (0.2, 0.5, 1.5)            # Delta_k = k^-p, swept as a vmap axis
-  c.ppo_envs = ('CartPole-v1',)         # where the PPO baseline runs
+  c.ppo_envs = ('CartPole-v1', 'Acrobot-v1')  # where clip-PPO runs
   c.rkhs_envs = ('CartPole-v1',)        # where the RKHS form runs
   c.rkhs_steps = 200_000
   c.rkhs_power = 0.5
@@ -63,11 +63,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.rkhs = ml_collections.ConfigDict(dict(
       num_envs=4, num_steps=128, gamma=0.99, features='rff',
       num_features=256, lengthscale=1.0, td_iters=50, td_lr=0.5, ridge=1e-3,
-      warm_start=True, beta0=1.0, sample_rule=False, n0=128,
+      warm_start=True, beta0=1.0, sample_rule=False, n0=128, ridge_power=0.0,
       sample_power=0.5))
   if variant == 'smoke':
     c.num_seeds = 2
     c.envs = ('CartPole-v1',)
+    c.ppo_envs = ('CartPole-v1',)
     c.env_steps = (2560,)
     c.powers = (0.5, 1.5)
     c.rkhs_steps = 2048

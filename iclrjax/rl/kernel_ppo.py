@@ -15,15 +15,17 @@ RKHS form (the theory; `make_rkhs`):
     (`kernel_td_iterate` in coefficients, `td_feature_step` in features;
     f(omega1) is the expectation over a1 ~ pi_k(.|s1)).
   * The kernel is k_s(s, s') 1[a = a'] with k_s an RBF kernel through random
-    Fourier features or a Nystrom dictionary (config), so f(s, a) = w_a .
-    phi(s) and the functional gradient is exact in feature space.
+    Fourier features or a Nystrom dictionary (`iclrjax.kernels.features`),
+    so f(s, a) = w_a . phi(s) and the functional gradient is exact in
+    feature space.
   * KL-regularised natural-gradient policy step (explicit PPO / NPG):
       pi_{k+1} = argmax_pi E[Delta_k <f_k(s, .), pi> - KL(pi || pi_k)]
                = pi_k exp(Delta_k f_k) / Z  (`npg_policy_step`),
     i.e. policy logits theta_{k+1} = theta_k + Delta_k w_k.
-  * Sample-size rule (Cor. 14): n(k) = min(n_max, ceil(n0 k^q)) as an
-    option (`sample_size`); the paper's kernel-specific table is not in our
-    notes, so n0 and q are config.
+  * Sample-size and ridge rule (Cor. 14): n(k) = min(n_max, ceil(n0
+    (k+1)^q)) (`sample_size`) and lambda(k) = lambda0 (n(k) / n0)^{-r}
+    (`ridge_schedule`): the paper's kernel-specific table is not in our
+    notes, so n0, q, lambda0 and r are config.
 
 Network form (the paper's experiments; `make_network`): one MLP f_theta(s)
 in R^{|A|} is both the critic Q(s, a) = f(s)_a and the policy
@@ -46,17 +48,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 import optax
 
 from iclrjax.core import config as cfg_lib
-from iclrjax.core import distributed
-from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from iclrjax.kernels import features as features_lib
 from iclrjax.rl import distributions as dist
 from iclrjax.rl import envs as envs_lib
 from iclrjax.rl import networks
-from iclrjax.rl import ppo
 from iclrjax.rl import rollout as ro
 
 
@@ -170,6 +168,7 @@ def rkhs_schema(prefix: str = 'rkhs.') -> dict[str, cfg_lib.Spec]:
       'td_iters': cfg_lib.Int(min=1),
       'td_lr': pos,
       'ridge': cfg_lib.Float(min=0.0),
+      'ridge_power': cfg_lib.Float(min=0.0),
       'beta0': pos,
       'n0': cfg_lib.Int(min=1),
       'sample_power': cfg_lib.Float(min=0.0),
@@ -191,15 +190,6 @@ class AgentState(NamedTuple):
   env_steps: jax.Array   # env interactions so far
   solved_at: jax.Array   # env steps when the rolling return first passed
                          # the threshold (-1: not yet)
-
-
-def _progress(stats: ro.EpisodeStats, env_steps: jax.Array,
-              solved_at: jax.Array, threshold: float | None):
-  ret = stats.rolling_mean()
-  if threshold is not None:
-    hit = (solved_at < 0) & stats.full() & (ret >= threshold)
-    solved_at = jnp.where(hit, env_steps, solved_at)
-  return ret, solved_at
 
 
 def _no_norm() -> ro.RunningNorm:
@@ -271,23 +261,12 @@ def make_network(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
             'cont': 1.0 - end.astype(jnp.float32)}
     delta = delta_schedule(k, state.power, c.beta0)
 
-    def epoch(carry, kk):
-      mbs = ro.minibatches(kk if c.shuffle else None, data, c.num_minibatches)
-
-      def update(carry, mb):
-        params, opt_state = carry
-        grads, info = jax.grad(loss_fn, has_aux=True)(params, mb, 1.0 / delta)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), info
-
-      return jax.lax.scan(update, carry, mbs)
-
-    (params, opt_state), info = jax.lax.scan(
-        epoch, (state.params, state.opt_state),
-        jax.random.split(k_upd, c.num_epochs))
+    params, opt_state, info = ro.sgd_epochs(
+        loss_fn, tx, state.params, state.opt_state, data, k_upd, c.num_epochs,
+        c.num_minibatches, c.shuffle, 1.0 / delta)
     env_steps = state.env_steps + batch_size
-    ret, solved_at = _progress(stats, env_steps, state.solved_at,
-                               solve_threshold)
+    ret, solved_at = ro.update_solved(stats, env_steps, state.solved_at,
+                                      solve_threshold)
     metrics = {n: v.mean() for n, v in info.items()}
     metrics.update({'return': ret, 'env_steps': env_steps,
                     'solved_at': solved_at, 'delta': delta})
@@ -304,19 +283,14 @@ def make_network(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
 class RKHSParams(NamedTuple):
   w: jax.Array        # [A, D] critic f_k(s, a) = w_a . phi(s)
   theta: jax.Array    # [A, D] policy logits = sum_j Delta_j w_j
-  omega: jax.Array    # RFF frequencies [d, D] or Nystrom centres [D, d]
-  bias: jax.Array     # RFF phases [D] (unused by Nystrom)
-  whiten: jax.Array   # Nystrom K_zz^{-1/2} [D, D] (identity for RFF)
+  fmap: features_lib.FeatureMap  # phi: RFF or a Nystrom dictionary
 
 
-def state_features(p: RKHSParams, obs: jax.Array, kind: str,
-                   lengthscale: float) -> jax.Array:
-  """phi(s) with phi(s).phi(s') ~ exp(-|s - s'|^2 / (2 l^2))."""
-  if kind == 'rff':
-    D = p.bias.shape[0]
-    return jnp.sqrt(2.0 / D) * jnp.cos(obs @ p.omega + p.bias)
-  d2 = jnp.sum((obs[..., None, :] - p.omega)**2, -1)
-  return jnp.exp(-0.5 * d2 / lengthscale**2) @ p.whiten
+def ridge_schedule(n_k: jax.Array, ridge: float, n0: int,
+                   power: float) -> jax.Array:
+  """lambda(k) = ridge (n(k) / n0)^{-power}: the ridge shrinks as the
+  per-iteration sample grows (power = 0: a constant ridge)."""
+  return ridge * (jnp.asarray(n_k, jnp.float32) / n0) ** (-power)
 
 
 def make_rkhs(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
@@ -330,7 +304,7 @@ def make_rkhs(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
   n_max = c.num_envs * c.num_steps
 
   def feats(p, obs):
-    return state_features(p, obs, c.features, c.lengthscale)
+    return features_lib.apply(p.fmap, obs, c.features, c.lengthscale)
 
   def policy(p, obs, key):
     logits = feats(p, obs) @ p.theta.T
@@ -339,22 +313,16 @@ def make_rkhs(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
         a.shape), logits
 
   def init(key: jax.Array, power: jax.Array) -> AgentState:
-    k_feat, k_bias, k_env, k_run, k_dict = jax.random.split(key, 5)
+    k_feat, k_env, k_run = jax.random.split(key, 3)
     obs, env_state = jax.vmap(env.reset)(jax.random.split(k_env, c.num_envs))
-    d = obs.shape[-1]
     if c.features == 'rff':
-      omega = jax.random.normal(k_feat, (d, D)) / c.lengthscale
-      bias = jax.random.uniform(k_bias, (D,), maxval=2 * jnp.pi)
-      whiten = jnp.eye(1)
+      fmap = features_lib.random_fourier(k_feat, obs.shape[-1], D,
+                                         c.lengthscale)
     else:
       # Nystrom centres: states visited by a uniform-random policy.
-      centres = _random_policy_states(env, k_dict, D)
-      Kzz = jnp.exp(-0.5 * jnp.sum(
-          (centres[:, None] - centres[None])**2, -1) / c.lengthscale**2)
-      evals, evecs = jnp.linalg.eigh(Kzz + 1e-6 * jnp.eye(D))
-      whiten = evecs @ jnp.diag(evals**-0.5) @ evecs.T
-      omega, bias = centres, jnp.zeros((D,))
-    p = RKHSParams(jnp.zeros((A, D)), jnp.zeros((A, D)), omega, bias, whiten)
+      fmap = features_lib.nystrom(_random_policy_states(env, k_feat, D),
+                                  c.lengthscale)
+    p = RKHSParams(jnp.zeros((A, D)), jnp.zeros((A, D)), fmap)
     return AgentState(p, (), env_state, obs,
                       ro.EpisodeStats.create(c.num_envs, return_window),
                       k_run, jnp.asarray(power, jnp.float32), jnp.int32(0),
@@ -366,8 +334,11 @@ def make_rkhs(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
     if c.sample_rule:
       n_k = sample_size(k, c.n0, c.sample_power, n_max)
       steps_k = -(-n_k // c.num_envs)  # ceil
+      ridge = ridge_schedule(steps_k * c.num_envs, c.ridge, c.n0,
+                             c.ridge_power)
     else:
       steps_k = jnp.int32(c.num_steps)
+      ridge = jnp.asarray(c.ridge, jnp.float32)
     active = jnp.arange(c.num_steps) < steps_k
     batch, env_state, obs, stats = ro.rollout(
         env, policy, p, state.env_state, state.obs, state.stats, _no_norm(),
@@ -387,7 +358,7 @@ def make_rkhs(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
     def td_iter(w_flat, _):
       w = w_flat.reshape(A, D)
       q_next = c.gamma * cont * jnp.sum(pi1 * (phi1 @ w.T), -1)
-      return td_feature_step(w_flat, phi_sa, q_next, r, c.ridge, c.td_lr,
+      return td_feature_step(w_flat, phi_sa, q_next, r, ridge, c.td_lr,
                              valid), None
 
     w0 = p.w if c.warm_start else jnp.zeros_like(p.w)
@@ -396,11 +367,12 @@ def make_rkhs(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
     delta = delta_schedule(k, state.power, c.beta0)
     new_p = p._replace(w=w, theta=p.theta + delta * w)
     env_steps = state.env_steps + steps_k * c.num_envs
-    ret, solved_at = _progress(stats, env_steps, state.solved_at,
-                               solve_threshold)
+    ret, solved_at = ro.update_solved(stats, env_steps, state.solved_at,
+                                      solve_threshold)
     q0 = jnp.sum(onehot * (phi0 @ w.T), -1)
     metrics = {'return': ret, 'env_steps': env_steps, 'solved_at': solved_at,
                'delta': delta, 'samples': steps_k * c.num_envs,
+               'ridge': ridge,
                'td_error': jnp.sum(valid * (q0 - r - c.gamma * cont * jnp.sum(
                    pi1 * (phi1 @ w.T), -1))**2) / valid.sum()}
     return AgentState(new_p, (), env_state, obs, stats, key, state.power,
@@ -423,206 +395,3 @@ def _random_policy_states(env: envs_lib.Env, key: jax.Array,
     return (out.obs, state), obs
 
   return jax.lax.scan(body, (obs, state), jax.random.split(k_run, n))[1]
-
-
-def solved_fraction(solved_at: np.ndarray) -> float:
-  return float(np.mean(np.asarray(solved_at) >= 0))
-
-
-# ---------------------------------------------------------------------------
-# The experiment: schedules as a sweep axis, PPO baseline, RKHS form, claims.
-
-
-def config_schema() -> dict[str, cfg_lib.Spec]:
-  schema = {
-      'envs': cfg_lib.Seq(item=cfg_lib.Choice(*ENVS), min_len=1),
-      'env_steps': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1),
-      'powers': cfg_lib.Seq(item=cfg_lib.Float(min=0.0), min_len=1),
-      'ppo_envs': cfg_lib.Seq(item=cfg_lib.Choice(*ENVS)),
-      'rkhs_envs': cfg_lib.Seq(item=cfg_lib.Choice(*ENVS)),
-      'rkhs_steps': cfg_lib.Int(min=1),
-      'rkhs_power': cfg_lib.Float(min=0.0),
-      'return_window': cfg_lib.Int(min=1),
-      'updates_per_chunk': cfg_lib.Int(min=1),
-      'log_every': cfg_lib.Int(min=1),
-  }
-  schema.update(network_schema())
-  schema.update(rkhs_schema())
-  schema.update(ppo.config_schema())
-  return schema
-
-
-ENVS = ('CartPole-v1', 'Acrobot-v1')
-
-
-def check_config(cfg: ml_collections.ConfigDict) -> None:
-  cfg_lib.check(len(cfg.env_steps) == len(cfg.envs), 'env_steps',
-                tuple(cfg.env_steps),
-                f'needs one budget per env in envs={tuple(cfg.envs)}')
-  for name in list(cfg.ppo_envs) + list(cfg.rkhs_envs):
-    cfg_lib.check(name in cfg.envs, 'ppo_envs/rkhs_envs', name,
-                  f'must be one of envs={tuple(cfg.envs)}')
-  ppo.check_config(cfg.ppo)
-  n = cfg.npg.num_envs * cfg.npg.num_steps
-  cfg_lib.check(n % cfg.npg.num_minibatches == 0, 'npg.num_minibatches',
-                cfg.npg.num_minibatches, f'must divide num_envs*num_steps={n}')
-  for name, budget in zip(cfg.envs, cfg.env_steps):
-    cfg_lib.check(budget >= n, 'env_steps', budget,
-                  f'{name}: at least one rollout of {n} steps')
-
-
-def _tag(env_name: str) -> str:
-  return env_name.split('-')[0].lower()
-
-
-def _sweep_series(rows, key: str, labels: list[str], num_seeds: int,
-                  env_steps_per_row: int):
-  steps, vals = log_lib.curves(rows, key)
-  x = steps * env_steps_per_row
-  return [(lab, x, vals[:, i * num_seeds:(i + 1) * num_seeds])
-          for i, lab in enumerate(labels)]
-
-
-def run(r: launch.Run) -> launch.Result:
-  """Trains every (env, schedule, seed) and the baselines; checks claims."""
-
-  cfg = r.config
-  S, P = cfg.num_seeds, len(cfg.powers)
-  metrics, speed, series = {}, {}, {}
-  budgets = dict(zip(cfg.envs, cfg.env_steps))
-
-  def train(phase, init, step, num_updates, runs, seed_ids, init_args):
-    out = r.train(init, step, num_steps=num_updates,
-                  chunk_size=min(cfg.updates_per_chunk, num_updates),
-                  phase=phase, num_seeds=runs, seed_ids=seed_ids,
-                  init_args=init_args, log_every=cfg.log_every)
-    ret, solved = distributed.to_host((
-        jax.vmap(ro.EpisodeStats.rolling_mean)(out.state.stats),
-        out.state.solved_at))
-    return np.asarray(ret), np.asarray(solved), out.steps_per_s
-
-  for env_name in cfg.envs:
-    env, tag = envs_lib.make(env_name), _tag(env_name)
-    thr = cfg.solve_threshold if env_name == 'CartPole-v1' else None
-    batch = cfg.npg.num_envs * cfg.npg.num_steps
-    init, step = make_network(env, cfg.npg, return_window=cfg.return_window,
-                              solve_threshold=thr)
-    ret, solved, ups = train(f'npg_{tag}', init, step,
-                             budgets[env_name] // batch, P * S,
-                             list(range(S)) * P,
-                             jnp.repeat(jnp.asarray(cfg.powers, jnp.float32),
-                                        S))
-    labels = [f'npg_p{p:g}' for p in cfg.powers]
-    for i, lab in enumerate(labels):
-      metrics[f'final_return/{tag}/{lab}'] = ret[i * S:(i + 1) * S]
-      if thr is not None:
-        metrics[f'solved/{tag}/{lab}'] = (solved[i * S:(i + 1) * S] >= 0
-                                          ).astype(float)
-    if ups is not None:
-      speed[f'{tag}/npg'] = ups * batch  # env-steps/s of each agent (vmapped)
-    series[tag] = _sweep_series(r.rows(), f'npg_{tag}/return', labels, S,
-                                batch)
-
-    if env_name in cfg.ppo_envs:
-      pb = cfg.ppo.num_envs * cfg.ppo.num_steps
-      n_upd = budgets[env_name] // pb
-      init, step = ppo.make_ppo(env, cfg.ppo, num_updates=n_upd,
-                                return_window=cfg.return_window,
-                                solve_threshold=thr)
-      hp = jax.tree.map(lambda x: jnp.repeat(x[None], S, 0),
-                        ppo.default_hparams(cfg.ppo))
-      ret, solved, ups = train(f'ppo_{tag}', init, step, n_upd, S,
-                               list(range(S)), hp)
-      metrics[f'final_return/{tag}/ppo'] = ret
-      if thr is not None:
-        metrics[f'solved/{tag}/ppo'] = (solved >= 0).astype(float)
-      if ups is not None:
-        speed[f'{tag}/ppo'] = ups * pb
-      series[tag] += _sweep_series(r.rows(), f'ppo_{tag}/return', ['ppo'], S,
-                                   pb)
-
-    if env_name in cfg.rkhs_envs:
-      rb = cfg.rkhs.num_envs * cfg.rkhs.num_steps
-      init, step = make_rkhs(env, cfg.rkhs, return_window=cfg.return_window,
-                             solve_threshold=thr)
-      ret, solved, _ = train(
-          f'rkhs_{tag}', init, step, max(cfg.rkhs_steps // rb, 1), S,
-          list(range(S)), jnp.full((S,), cfg.rkhs_power, jnp.float32))
-      lab = f'rkhs_p{cfg.rkhs_power:g}'
-      metrics[f'final_return/{tag}/{lab}'] = ret
-      if thr is not None:
-        metrics[f'solved/{tag}/{lab}'] = (solved >= 0).astype(float)
-      series[tag] += _sweep_series(r.rows(), f'rkhs_{tag}/return', [lab], S,
-                                   rb)
-
-  for tag, ser in series.items():
-    log_lib.plot_series(ser, r.plots_dir / f'return_{tag}.png',
-                        title=f'{tag}: return (rolling {cfg.return_window} '
-                        'episodes), 95% band',
-                        xlabel='env steps', ylabel='return')
-  for k, v in speed.items():
-    metrics[f'env_steps_per_s/{k}'] = np.full((S,), v)
-  return launch.Result(metrics=metrics,
-                       claims=evaluate_claims(cfg, metrics))
-
-
-def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
-  """The issue's return claims. The throughput claim (one-step TD critic
-  >= 1.2x PPO's env-steps/s) is measured side by side, same seeds, in
-  benchmarks/ppo.py, not here: this run's phases vmap different numbers of
-  agents and share the machine with whatever else runs."""
-  S = cfg.num_seeds
-  need8, need9 = int(np.ceil(0.8 * S)), int(np.ceil(0.9 * S))
-  claims = []
-
-  def get(key):
-    return m.get(key)
-
-  s05, s15 = get('solved/cartpole/npg_p0.5'), get(
-      'final_return/cartpole/npg_p1.5')
-  acro = get('final_return/acrobot/npg_p0.5')
-  budget = dict(zip(cfg.envs, cfg.env_steps))
-  if s05 is not None:
-    n = int(s05.sum())
-    claims.append(launch.Claim(
-        claim=('Delta_k = k^-0.5 converges on CartPole: >= 80% of seeds reach '
-               'a rolling mean return >= 475.'),
-        holds=bool(n >= need8),
-        evidence=(f'{n}/{S} seeds reach a rolling mean >= '
-                  f'{cfg.solve_threshold:g} within {budget["CartPole-v1"]} '
-                  'steps (final mean '
-                  f'{get("final_return/cartpole/npg_p0.5").mean():.1f})')))
-  if acro is not None:
-    claims.append(launch.Claim(
-        claim=('Delta_k = k^-0.5 converges on Acrobot: final mean return '
-               '>= -100.'),
-        holds=bool(acro.mean() >= -100),
-        evidence=(f'final mean return {acro.mean():.1f} within '
-                  f'{budget["Acrobot-v1"]} steps (per seed '
-                  f'{[round(float(x), 1) for x in acro]})')))
-  if s15 is not None:
-    claims.append(launch.Claim(
-        claim='Delta_k = k^-1.5 stalls: final CartPole mean return < 200.',
-        holds=bool(s15.mean() < 200),
-        evidence=f'final mean return {s15.mean():.1f} '
-        f'(per seed {[round(float(x), 1) for x in s15]})'))
-  f02, f05 = get('final_return/cartpole/npg_p0.2'), get(
-      'final_return/cartpole/npg_p0.5')
-  if f02 is not None and f05 is not None:
-    claims.append(launch.Claim(
-        claim=('Delta_k = k^-0.2 diverges while k^-0.5 converges (reported, '
-               'not gated: it did not reproduce in the pilot).'),
-        holds=bool(f02.mean() < 0.5 * f05.mean()),
-        evidence=(f'CartPole final mean return k^-0.2 {f02.mean():.1f} vs '
-                  f'k^-0.5 {f05.mean():.1f}; solved '
-                  f'{int(get("solved/cartpole/npg_p0.2").sum())}/{S} vs '
-                  f'{int(s05.sum())}/{S}')))
-  sp = get('solved/cartpole/ppo')
-  if sp is not None:
-    claims.append(launch.Claim(
-        claim=('Our clip-PPO baseline solves CartPole in >= 90% of seeds '
-               'within the budget.'),
-        holds=bool(sp.sum() >= need9),
-        evidence=(f'{int(sp.sum())}/{S} seeds solved; final mean return '
-                  f'{get("final_return/cartpole/ppo").mean():.1f}')))
-  return claims

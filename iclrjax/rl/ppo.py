@@ -180,26 +180,12 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
     opt_state = state.opt_state
     opt_state.hyperparams['learning_rate'] = lr
 
-    def epoch(carry, k):
-      params, opt_state = carry
-      mbs = ro.minibatches(k if c.shuffle else None, data, c.num_minibatches)
-
-      def update(carry, mb):
-        params, opt_state = carry
-        grads, info = jax.grad(loss_fn, has_aux=True)(params, mb, hp)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), info
-
-      return jax.lax.scan(update, (params, opt_state), mbs)
-
-    (params, opt_state), info = jax.lax.scan(
-        epoch, (state.params, opt_state), jax.random.split(k_upd, c.num_epochs))
+    params, opt_state, info = ro.sgd_epochs(
+        loss_fn, tx, state.params, opt_state, data, k_upd, c.num_epochs,
+        c.num_minibatches, c.shuffle, hp)
     env_steps = (t + 1) * batch_size
-    ret = stats.rolling_mean()
-    solved_at = state.solved_at
-    if solve_threshold is not None:
-      hit = (solved_at < 0) & stats.full() & (ret >= solve_threshold)
-      solved_at = jnp.where(hit, env_steps, solved_at)
+    ret, solved_at = ro.update_solved(stats, env_steps, state.solved_at,
+                                      solve_threshold)
     metrics = {k: v.mean() for k, v in info.items()}
     metrics.update({'return': ret, 'env_steps': env_steps,
                     'solved_at': solved_at})

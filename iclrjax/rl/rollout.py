@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from iclrjax.core import distributed
 from iclrjax.rl import envs as envs_lib
@@ -185,3 +186,42 @@ def minibatches(key: jax.Array | None, tree: Any, num_minibatches: int
   return jax.tree.map(
       lambda x: x.reshape(num_minibatches, n // num_minibatches, *x.shape[1:]),
       flat)
+
+
+def sgd_epochs(loss_fn: Callable[..., tuple[jax.Array, Any]],
+               tx: optax.GradientTransformation, params: Any, opt_state: Any,
+               data: Any, key: jax.Array, num_epochs: int,
+               num_minibatches: int, shuffle: bool, *args: Any
+               ) -> tuple[Any, Any, Any]:
+  """`num_epochs` passes over `data` ([T, E, ...] leaves) in
+  `num_minibatches` gradient steps each, all under `lax.scan`:
+  `loss_fn(params, minibatch, *args) -> (loss, info)`. Returns
+  (params, opt_state, info [num_epochs, num_minibatches, ...])."""
+
+  def epoch(carry, k):
+    mbs = minibatches(k if shuffle else None, data, num_minibatches)
+
+    def update(carry, mb):
+      params, opt_state = carry
+      grads, info = jax.grad(loss_fn, has_aux=True)(params, mb, *args)
+      updates, opt_state = tx.update(grads, opt_state, params)
+      return (optax.apply_updates(params, updates), opt_state), info
+
+    return jax.lax.scan(update, carry, mbs)
+
+  (params, opt_state), info = jax.lax.scan(
+      epoch, (params, opt_state), jax.random.split(key, num_epochs))
+  return params, opt_state, info
+
+
+def update_solved(stats: EpisodeStats, env_steps: jax.Array,
+                  solved_at: jax.Array, threshold: float | None
+                  ) -> tuple[jax.Array, jax.Array]:
+  """(rolling mean return, solved_at): `solved_at` is set to `env_steps`
+  the first time the rolling mean over a full window reaches `threshold`
+  (-1 until then; unchanged without a threshold)."""
+  ret = stats.rolling_mean()
+  if threshold is not None:
+    hit = (solved_at < 0) & stats.full() & (ret >= threshold)
+    solved_at = jnp.where(hit, env_steps, solved_at)
+  return ret, solved_at
