@@ -50,6 +50,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       gamma=0.99, learning_rate=1e-3, hidden=(64, 64), activation='relu',
       value_coef=1.0, ent_coef=0.05, beta0=20.0,
       target_weights='next_state',      # 'reference': pi(.|s) as in the code
+      num_action_samples=8,             # continuous actions only
       truncation_as_terminal=False,     # the reference code: True
       shuffle=False))
   # Clip-PPO + GAE baseline, same batch structure.
@@ -64,6 +65,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       num_envs=4, num_steps=128, gamma=0.99, features='rff',
       num_features=256, lengthscale=1.0, td_iters=50, td_lr=0.5, ridge=1e-3,
       warm_start=True, beta0=1.0, sample_rule=False, n0=128, ridge_power=0.0,
+      step_scale=1.0,
       sample_power=0.5))
   if variant == 'smoke':
     c.num_seeds = 2

@@ -119,3 +119,15 @@ def test_newest_summary_of_a_config_wins():
       sorted([old, new], key=lambda s: s['finished'], reverse=True))
   assert table.count('| alpha |') == 1 and '| yes |' in table
   assert len(_tables(report.build_metrics([new, old]))) == 1
+
+
+def test_rows_of_experiments_not_rerun_are_kept():
+  previous = '\n'.join([
+      '# Results', '',
+      '| experiment | claim | holds |', '|---|---|---|',
+      '| fge | old fge claim | yes |', '| dlm | a dlm claim | **no** |', '',
+      '### fge: `cmd`', '', '| metric | mean ± ci95 | seeds |', '|---|---|---|',
+      '| coverage/fge | 0.5 | 3 |'])
+  kept = report.old_rows(previous, {'fge'})
+  assert kept == ['| experiment | claim | holds |', '|---|---|---|',
+                  '| dlm | a dlm claim | **no** |']

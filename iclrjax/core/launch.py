@@ -107,6 +107,13 @@ class Claim:
     return out
 
 
+def control_text(what: str, measured: str, passes: bool) -> str:
+  """The `control` of a claim: what was run in the method's place, its
+  number, and whether it would pass the claim ('(fails)' is what a claim's
+  test expects)."""
+  return f'{what}: {measured} ({"passes" if passes else "fails"})'
+
+
 @dataclasses.dataclass
 class Result:
   """What an experiment's `run` returns.

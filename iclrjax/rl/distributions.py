@@ -63,3 +63,11 @@ def tanh_gaussian_entropy(u: jax.Array, log_std: jax.Array) -> jax.Array:
   """One-sample estimate of the squashed entropy: H(N) + E[log|tanh'(u)|]."""
   gauss = jnp.sum(log_std + 0.5 * (1.0 + _LOG_2PI), axis=-1)
   return gauss + tanh_log_det(u)
+
+
+def gaussian_kl(mean_p: jax.Array, log_std_p: jax.Array, mean_q: jax.Array,
+                log_std_q: jax.Array) -> jax.Array:
+  """KL(p || q) of two diagonal Gaussians (summed over the last axis)."""
+  var_p, var_q = jnp.exp(2 * log_std_p), jnp.exp(2 * log_std_q)
+  return jnp.sum(log_std_q - log_std_p
+                 + (var_p + (mean_p - mean_q)**2) / (2 * var_q) - 0.5, axis=-1)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -152,6 +153,9 @@ def network_schema(prefix: str = 'npg.') -> dict[str, cfg_lib.Spec]:
       'ent_coef': cfg_lib.Float(min=0.0),
       'beta0': pos,
       'target_weights': cfg_lib.Choice('next_state', 'reference'),
+      'num_action_samples': cfg_lib.Int(min=1, help='continuous actions: '
+                                        'samples per state of the NPG step '
+                                        'and the TD target'),
   }
   return {prefix + k: v for k, v in fields.items()}
 
@@ -169,6 +173,8 @@ def rkhs_schema(prefix: str = 'rkhs.') -> dict[str, cfg_lib.Spec]:
       'td_lr': pos,
       'ridge': cfg_lib.Float(min=0.0),
       'ridge_power': cfg_lib.Float(min=0.0),
+      'step_scale': cfg_lib.Float(min=0.0, min_inclusive=False,
+                                  help='Delta_k = step_scale k^-p for k >= 1'),
       'beta0': pos,
       'n0': cfg_lib.Int(min=1),
       'sample_power': cfg_lib.Float(min=0.0),
@@ -202,17 +208,61 @@ def _no_norm() -> ro.RunningNorm:
 # Network form: what the paper's experiments run.
 
 
+def gaussian_npg_objective(mean: jax.Array, log_std: jax.Array,
+                           old_mean: jax.Array, old_log_std: jax.Array,
+                           q_fn, eps_MxA: jax.Array,
+                           inv_delta: jax.Array) -> jax.Array:
+  """The KL-regularised NPG step for a Gaussian policy, sampled:
+
+    -E_{u ~ pi}[f(u)] + (1/Delta) KL(pi || pi_k),  u = mean + std eps,
+
+  with the expectation over the M reparameterised samples `eps_MxA` and the
+  Gaussian KL in closed form. Its minimiser over all distributions is the
+  closed-form step pi_k exp(Delta f) / Z (`npg_policy_step`); over
+  Gaussians it is that tilted density's Gaussian projection (exact when f
+  is quadratic). `q_fn(u [M, A]) -> [M]`.
+  """
+  u = mean + jnp.exp(log_std) * eps_MxA
+  return (-jnp.mean(q_fn(u))
+          + inv_delta * dist.gaussian_kl(mean, log_std, old_mean, old_log_std))
+
+
+def _proximal_update(state: AgentState, k: jax.Array, data: Any, loss_fn,
+                     tx: optax.GradientTransformation,
+                     c: ml_collections.ConfigDict, key: jax.Array,
+                     solve_threshold: float | None):
+  """The network form's update from one rollout `data` (state already
+  carries the env after it): the proximal loss with 1 / Delta_k for
+  `num_epochs` x `num_minibatches` steps, then the step counters."""
+  delta = delta_schedule(k, state.power, c.beta0)
+  params, opt_state, info = ro.sgd_epochs(
+      loss_fn, tx, state.params, state.opt_state, data, key, c.num_epochs,
+      c.num_minibatches, c.shuffle, 1.0 / delta)
+  env_steps = state.env_steps + c.num_envs * c.num_steps
+  ret, solved_at = ro.update_solved(state.stats, env_steps, state.solved_at,
+                                    solve_threshold)
+  metrics = {n: v.mean() for n, v in info.items()}
+  metrics.update({'return': ret, 'env_steps': env_steps,
+                  'solved_at': solved_at, 'delta': delta})
+  return state._replace(params=params, opt_state=opt_state,
+                        env_steps=env_steps, solved_at=solved_at), metrics
+
+
 def make_network(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
                  return_window: int = 10,
                  solve_threshold: float | None = None):
-  """(init(key, power) -> AgentState, step(state, k) -> (state, metrics))."""
+  """(init(key, power) -> AgentState, step(state, k) -> (state, metrics)).
+
+  Discrete actions: one MLP is policy logits and Q (the paper's code).
+  Continuous actions: `make_network_continuous`.
+  """
   spec = env.spec
   if not spec.discrete:
-    raise ValueError(f'{spec.name}: the network form needs discrete actions')
+    return make_network_continuous(env, c, return_window=return_window,
+                                   solve_threshold=solve_threshold)
   net = networks.MLP(tuple(c.hidden), spec.num_actions, c.activation,
                      head_scale=1.0)
   tx = optax.adam(c.learning_rate)
-  batch_size = c.num_envs * c.num_steps
 
   def policy(params, obs, key):
     logits = net.apply(params, obs)
@@ -259,19 +309,120 @@ def make_network(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
             'old_logits': batch.extra, 'reward': batch.reward,
             'next_obs': batch.final_obs,
             'cont': 1.0 - end.astype(jnp.float32)}
-    delta = delta_schedule(k, state.power, c.beta0)
+    return _proximal_update(state._replace(env_state=env_state, obs=obs,
+                                           stats=stats, key=key),
+                            k, data, loss_fn, tx, c, k_upd, solve_threshold)
 
-    params, opt_state, info = ro.sgd_epochs(
-        loss_fn, tx, state.params, state.opt_state, data, k_upd, c.num_epochs,
-        c.num_minibatches, c.shuffle, 1.0 / delta)
-    env_steps = state.env_steps + batch_size
-    ret, solved_at = ro.update_solved(stats, env_steps, state.solved_at,
-                                      solve_threshold)
-    metrics = {n: v.mean() for n, v in info.items()}
-    metrics.update({'return': ret, 'env_steps': env_steps,
-                    'solved_at': solved_at, 'delta': delta})
-    return AgentState(params, opt_state, env_state, obs, stats, key,
-                      state.power, env_steps, solved_at), metrics
+  return init, step
+
+
+class ContinuousNet(nn.Module):
+  """Gaussian actor over the pre-squash action u (mean MLP, state-
+  independent log-std) and a critic MLP Q(s, tanh u)."""
+
+  num_actions: int
+  hidden: tuple[int, ...]
+  activation: str
+
+  def setup(self):
+    self.actor = networks.MLP(self.hidden, self.num_actions, self.activation,
+                              head_scale=0.01)
+    self.critic = networks.MLP(self.hidden, 1, self.activation)
+    self.log_std = self.param('log_std', nn.initializers.zeros,
+                              (self.num_actions,))
+
+  def __call__(self, obs, u):
+    return self.policy(obs), self.q(obs, u)
+
+  def policy(self, obs):
+    mean = self.actor(obs)
+    return mean, jnp.broadcast_to(self.log_std, mean.shape)
+
+  def q(self, obs, u):
+    # On the squashed action in [-1, 1]: beyond saturation the value is flat.
+    return self.critic(jnp.concatenate([obs, jnp.tanh(u)], -1))[..., 0]
+
+
+def make_network_continuous(env: envs_lib.Env, c: ml_collections.ConfigDict,
+                            *, return_window: int = 10,
+                            solve_threshold: float | None = None):
+  """The network form for continuous actions: a tanh-Gaussian policy over
+  the action box and a separate critic Q(s, tanh u) (u the pre-squash
+  action).
+  Per minibatch, with Delta = Delta_k and M = `num_action_samples`:
+
+    L = E_s[ gaussian_npg_objective(pi(.|s), pi_old(.|s), sg-params Q) ]
+        + c_v E[(Q(s, u) - r - gamma (1-d) (1/M) sum_j sg Q(s', u'_j))^2]
+        - c_e E[H(pi(.|s))],    u'_j ~ pi_old(.|s').
+  """
+  spec = env.spec
+  A = spec.num_actions
+  net = ContinuousNet(A, tuple(c.hidden), c.activation)
+  tx = optax.adam(c.learning_rate)
+  M = c.num_action_samples
+  lo, hi = spec.action_low, spec.action_high
+
+  def policy(params, obs, key):
+    mean, log_std = net.apply(params, obs, method=ContinuousNet.policy)
+    u = dist.tanh_gaussian_sample(key, mean, log_std)
+    a = lo + (jnp.tanh(u) + 1.0) * 0.5 * (hi - lo)
+    return a, u, dist.gaussian_log_prob(u, mean, log_std), jnp.zeros(
+        u.shape[:-1]), (mean, log_std)
+
+  def init(key: jax.Array, power: jax.Array) -> AgentState:
+    k_net, k_env, k_run = jax.random.split(key, 3)
+    obs, env_state = jax.vmap(env.reset)(jax.random.split(k_env, c.num_envs))
+    params = net.init(k_net, obs[0], jnp.zeros((A,)))
+    return AgentState(params, tx.init(params), env_state, obs,
+                      ro.EpisodeStats.create(c.num_envs, return_window),
+                      k_run, jnp.asarray(power, jnp.float32), jnp.int32(0),
+                      jnp.int32(-1))
+
+  def loss_fn(params, mb, inv_delta):
+    mean, log_std = net.apply(params, mb['obs'], method=ContinuousNet.policy)
+    old_mean, old_log_std = mb['old_mean'], mb['old_log_std']
+    q_sg = lambda obs, u: net.apply(jax.lax.stop_gradient(params), obs, u,
+                                    method=ContinuousNet.q)
+    obj = jax.vmap(lambda m, ls, om, ols, o, e: gaussian_npg_objective(
+        m, ls, om, ols, lambda uu: q_sg(jnp.broadcast_to(o, (M,) + o.shape),
+                                        uu), e, inv_delta))(
+                                            mean, log_std, old_mean,
+                                            old_log_std, mb['obs'], mb['eps'])
+    kl = dist.gaussian_kl(mean, log_std, old_mean, old_log_std)
+    u_next = (mb['next_mean'][:, None] + jnp.exp(mb['next_log_std'])[:, None]
+              * mb['eps_next'])                              # [B, M, A]
+    next_obs = jnp.broadcast_to(mb['next_obs'][:, None],
+                                (u_next.shape[0], M, mb['next_obs'].shape[-1]))
+    v_next = q_sg(next_obs, u_next).mean(-1)
+    target = mb['reward'] + c.gamma * mb['cont'] * v_next
+    q_sa = net.apply(params, mb['obs'], mb['action'], method=ContinuousNet.q)
+    td = jnp.mean((q_sa - target)**2)
+    ent = jnp.sum(log_std, -1).mean()  # Gaussian entropy up to a constant
+    loss = obj.mean() + c.value_coef * td - c.ent_coef * ent
+    return loss, {'loss/policy': obj.mean(), 'kl': kl.mean(), 'loss/td': td,
+                  'entropy': ent}
+
+  def step(state: AgentState, k: jax.Array):
+    key, k_roll, k_upd, k_eps = jax.random.split(state.key, 4)
+    batch, env_state, obs, stats = ro.rollout(
+        env, policy, state.params, state.env_state, state.obs, state.stats,
+        _no_norm(), k_roll, c.num_steps, normalize_obs=False)
+    end = batch.terminated | batch.truncated if c.truncation_as_terminal else (
+        batch.terminated)
+    next_mean, next_log_std = net.apply(state.params, batch.final_obs,
+                                        method=ContinuousNet.policy)
+    k1, k2 = jax.random.split(k_eps)
+    T, E = batch.reward.shape
+    data = {'obs': batch.obs, 'action': batch.action,
+            'old_mean': batch.extra[0], 'old_log_std': batch.extra[1],
+            'reward': batch.reward, 'next_obs': batch.final_obs,
+            'next_mean': next_mean, 'next_log_std': next_log_std,
+            'eps': jax.random.normal(k1, (T, E, M, A)),
+            'eps_next': jax.random.normal(k2, (T, E, M, A)),
+            'cont': 1.0 - end.astype(jnp.float32)}
+    return _proximal_update(state._replace(env_state=env_state, obs=obs,
+                                           stats=stats, key=key),
+                            k, data, loss_fn, tx, c, k_upd, solve_threshold)
 
   return init, step
 
@@ -284,6 +435,9 @@ class RKHSParams(NamedTuple):
   w: jax.Array        # [A, D] critic f_k(s, a) = w_a . phi(s)
   theta: jax.Array    # [A, D] policy logits = sum_j Delta_j w_j
   fmap: features_lib.FeatureMap  # phi: RFF or a Nystrom dictionary
+  obs_mean: jax.Array  # [d] the kernel sees (s - mean) / std, fixed from
+  obs_std: jax.Array   # [d] states of a uniform-random policy (one
+                       # lengthscale per standardised dimension)
 
 
 def ridge_schedule(n_k: jax.Array, ridge: float, n0: int,
@@ -304,7 +458,8 @@ def make_rkhs(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
   n_max = c.num_envs * c.num_steps
 
   def feats(p, obs):
-    return features_lib.apply(p.fmap, obs, c.features, c.lengthscale)
+    return features_lib.apply(p.fmap, (obs - p.obs_mean) / p.obs_std,
+                              c.features, c.lengthscale)
 
   def policy(p, obs, key):
     logits = feats(p, obs) @ p.theta.T
@@ -313,16 +468,17 @@ def make_rkhs(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
         a.shape), logits
 
   def init(key: jax.Array, power: jax.Array) -> AgentState:
-    k_feat, k_env, k_run = jax.random.split(key, 3)
+    k_feat, k_env, k_run, k_states = jax.random.split(key, 4)
     obs, env_state = jax.vmap(env.reset)(jax.random.split(k_env, c.num_envs))
+    states = _random_policy_states(env, k_states, max(D, 1024))
+    mean, std = states.mean(0), states.std(0) + 1e-3
     if c.features == 'rff':
       fmap = features_lib.random_fourier(k_feat, obs.shape[-1], D,
                                          c.lengthscale)
     else:
       # Nystrom centres: states visited by a uniform-random policy.
-      fmap = features_lib.nystrom(_random_policy_states(env, k_feat, D),
-                                  c.lengthscale)
-    p = RKHSParams(jnp.zeros((A, D)), jnp.zeros((A, D)), fmap)
+      fmap = features_lib.nystrom((states[:D] - mean) / std, c.lengthscale)
+    p = RKHSParams(jnp.zeros((A, D)), jnp.zeros((A, D)), fmap, mean, std)
     return AgentState(p, (), env_state, obs,
                       ro.EpisodeStats.create(c.num_envs, return_window),
                       k_run, jnp.asarray(power, jnp.float32), jnp.int32(0),
@@ -364,7 +520,8 @@ def make_rkhs(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
     w0 = p.w if c.warm_start else jnp.zeros_like(p.w)
     w = jax.lax.scan(td_iter, w0.reshape(-1), None,
                      length=c.td_iters)[0].reshape(A, D)
-    delta = delta_schedule(k, state.power, c.beta0)
+    delta = delta_schedule(k, state.power, c.beta0) * jnp.where(
+        k < 1, 1.0, c.step_scale)
     new_p = p._replace(w=w, theta=p.theta + delta * w)
     env_steps = state.env_steps + steps_k * c.num_envs
     ret, solved_at = ro.update_solved(stats, env_steps, state.solved_at,

@@ -8,6 +8,8 @@ import pytest
 
 from configs import kernel_ppo as kc
 from experiments.kernel_ppo import EXPERIMENT
+from iclrjax.core import loop
+from iclrjax.rl import envs
 from iclrjax.rl import kernel_ppo as kp
 
 
@@ -164,3 +166,44 @@ def test_default_config_claims(default_run):
 def test_default_config_acrobot_claim(default_run):
   assert _claims(default_run)[
       'Delta_k = k^-0.5 converges on Acrobot']['holds']
+
+
+def test_sampled_gaussian_npg_step_matches_the_tilted_gaussian():
+  """With f(u) = -h (u - c)^2 / 2 and pi_k = N(m0, s0^2), pi_k exp(Delta f)
+  is Gaussian with precision 1/s0^2 + Delta h and mean (m0/s0^2 + Delta h c)
+  / precision; minimising the sampled objective over (mean, log_std) with
+  many fixed samples recovers it."""
+  m0, s0, h, cc, delta = 0.3, 0.8, 2.0, -1.0, 0.7
+  prec = 1 / s0**2 + delta * h
+  want_mean, want_std = (m0 / s0**2 + delta * h * cc) / prec, prec**-0.5
+  eps = jax.random.normal(jax.random.key(0), (20000, 1))
+  eps = (eps - eps.mean()) / eps.std()
+  f = lambda u: -0.5 * h * jnp.sum((u - cc)**2, -1)
+  loss = lambda p: kp.gaussian_npg_objective(
+      p[0], p[1], jnp.array([m0]), jnp.log(jnp.array([s0])), f, eps,
+      1.0 / delta)
+  p = (jnp.zeros(1), jnp.zeros(1))
+  tx = optax.adam(0.05)
+  opt = tx.init(p)
+
+  @jax.jit
+  def upd(p, opt):
+    g = jax.grad(loss)(p)
+    u, opt = tx.update(g, opt)
+    return optax.apply_updates(p, u), opt
+
+  for _ in range(1500):
+    p, opt = upd(p, opt)
+  np.testing.assert_allclose(float(p[0][0]), want_mean, atol=2e-3)
+  np.testing.assert_allclose(float(jnp.exp(p[1][0])), want_std, atol=2e-3)
+
+
+def test_network_form_runs_on_continuous_actions():
+  c = kc.get_config('smoke').npg
+  c.num_envs, c.num_steps, c.num_minibatches = 2, 16, 2
+  env = envs.make('Pendulum-v1')
+  init, step = kp.make_network(env, c)
+  st = loop.init_states(lambda k: init(k, 0.5), loop.seed_keys(0, 2))
+  st, m = loop.chunk_fn(step, 3)(st, jnp.int32(0))
+  for k in ('loss/policy', 'loss/td', 'kl'):
+    assert np.all(np.isfinite(np.asarray(m[k]))), k
