@@ -8,15 +8,17 @@ Variants:
           steps, 4 epochs x 4 minibatches of 32, Adam 1e-3, c_e 0.05, c_v 1):
           network form with Delta_k = k^-p for p in (0.2, 0.5, 1.5) as a vmap
           sweep, 10 seeds, CartPole-v1 500k steps and Acrobot-v1 300k steps;
-          clip-PPO + GAE baseline on CartPole (10 seeds, same batch); the
-          RKHS form (RFF kernel-TD critic + closed-form NPG step) on CartPole.
+          clip-PPO + GAE baseline on CartPole and Acrobot (10 seeds, same
+          batch); the RKHS form (RFF kernel-TD critic on standardised
+          states, closed-form NPG step, the n(k) and lambda(k) rules) on
+          CartPole, 600k steps.
   paper   the same with 1000-episode-scale budgets (1M / 600k steps).
 
-Pass criteria (default): p=0.5 solves CartPole (rolling mean of 10 episodes
->= 475) in >= 8/10 seeds within 500k steps, and Acrobot's final mean return
-is >= -100; p=1.5 stalls (final CartPole mean < 200); PPO solves CartPole
-in >= 9/10 seeds; p=0.2 vs 0.5 is reported, not gated; NPG-TD env-steps/s
->= 1.2x PPO's (recorded; speed is not asserted in tests).
+Pass criteria (default), on the mean return over the final 10% of
+training: p=0.5 converges on CartPole (>= 475) in >= 8/10 seeds, and on
+Acrobot to >= -100; p=1.5 stalls (CartPole < 200); PPO converges on CartPole
+in >= 9/10 seeds; the RKHS form converges in >= 8/10 seeds; p=0.2 vs 0.5 is
+reported, not gated; NPG-TD env-steps/s >= 1.2x PPO's (benchmarks/ppo.py).
 """
 
 import ml_collections
@@ -35,7 +37,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.powers = (0.2, 0.5, 1.5)            # Delta_k = k^-p, swept as a vmap axis
   c.ppo_envs = ('CartPole-v1', 'Acrobot-v1')  # where clip-PPO runs
   c.rkhs_envs = ('CartPole-v1',)        # where the RKHS form runs
-  c.rkhs_steps = 200_000
+  c.rkhs_steps = 600_000
   c.rkhs_power = 0.5
   c.return_window = 10                  # episodes in the rolling mean
   c.solve_threshold = 475.0             # CartPole "solved"
@@ -62,10 +64,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       normalize_adv=True, shuffle=True))
   # RKHS form: kernel-TD critic on k_rbf(s,s') 1[a=a'] + NPG step.
   c.rkhs = ml_collections.ConfigDict(dict(
+      # n(k) = min(512, ceil(64 (k+1)^0.5)) samples and lambda(k) =
+      # 1e-3 (n(k)/64)^-0.5 (Cor. 14's rules; its table is not in our notes).
       num_envs=4, num_steps=128, gamma=0.99, features='rff',
-      num_features=256, lengthscale=1.0, td_iters=50, td_lr=0.5, ridge=1e-3,
-      warm_start=True, beta0=1.0, sample_rule=False, n0=128, ridge_power=0.0,
-      step_scale=1.0,
+      num_features=1024, lengthscale=1.0, td_iters=200, td_lr=1.0,
+      ridge=1e-3, warm_start=True, beta0=1.0, sample_rule=True, n0=64,
+      ridge_power=0.5, step_scale=1.0,
       sample_power=0.5))
   if variant == 'smoke':
     c.num_seeds = 2
@@ -78,5 +82,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.log_every = 5
   elif variant == 'paper':
     c.env_steps = (1_000_000, 600_000)
-    c.rkhs_steps = 500_000
+    c.rkhs_steps = 1_000_000
   return c

@@ -71,8 +71,7 @@ def experiment_schema() -> dict[str, cfg_lib.Spec]:
       'log_every': cfg_lib.Int(min=1),
       'eval_every': cfg_lib.Int(min=1),
       'eval_points': cfg_lib.Int(min=2),
-      'claims.region': cfg_lib.Str(help='the region whose feasible theta '
-                                   'the claims compare'),
+      'claims.region': cfg_lib.Str(nonempty=True),
       'claims.gap_min': cfg_lib.Float(min=0.0, max=1.0),
       'claims.oracle_tol': cfg_lib.Float(min=0.0, max=1.0),
       'claims.loss_max': cfg_lib.Float(min=0.0, max=1.0),
