@@ -113,7 +113,6 @@ def config_schema(prefix: str = 'fge.') -> dict[str, cfg_lib.Spec]:
       'clf_lr': cfg_lib.Float(min=0.0, min_inclusive=False),
       'clf_batch': pos_int, 'clf_steps': pos_int,
       'rehearsal_only_frac': cfg_lib.Float(min=0.0, max=1.0, nullable=True),
-      'use_classifier': cfg_lib.Bool(), 'use_rehearsal': cfg_lib.Bool(),
   }
   return {prefix + k: v for k, v in fields.items()}
 
