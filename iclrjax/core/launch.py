@@ -349,6 +349,7 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
       wd / 'checkpoints', max_to_keep=cfg.get('keep_checkpoints', 3))
   run = Run(name=name, config=cfg, workdir=wd, writer=writer,
             checkpointer=checkpointer, mesh=mesh, quiet=quiet)
+  commit = code_commit()  # the code that runs, before anyone edits it
   t0 = time.perf_counter()
   try:
     result = run_fn(run)
@@ -361,7 +362,7 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
       'config': cfg_json,
       'num_seeds': int(cfg.num_seeds),
       **distributed.describe(mesh),
-      'commit': code_commit(),
+      'commit': commit,
       'wall_s': round(wall_s, 3),
       'metrics': {
           k: log_lib.summarize(np.asarray(v))
