@@ -5,7 +5,7 @@ DR, PLR, RARL and FGE's own ablations.
   python -m experiments.fge --config=configs/fge.py:smoke --workdir=/tmp/fge
 
 Variants:
-  smoke   (CI, ~1 min) ToyLevels, 2 seeds, a few iterations of FGE and DR.
+  smoke   (CI, ~30 s) ToyLevels, 2 seeds, a few iterations of FGE.
   default (CPU) ToyLevels, 5 seeds, every method on the same PPO core;
           coverage on 500 evenly spaced theta (deterministic policy).
   paper   the paper's ToyLevels scale (1024 envs x 30 steps x 5000
@@ -87,7 +87,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       region='hard', gap_min=0.3, oracle_tol=0.1, loss_max=0.05))
   if variant == 'smoke':
     c.num_seeds = 2
-    c.methods = ('fge', 'dr')
+    c.methods = ('fge',)
     c.num_updates = 6
     c.updates_per_chunk = 3
     c.log_every = 1
