@@ -13,6 +13,8 @@ Variants:
           states, closed-form NPG step, the n(k) and lambda(k) rules) on
           CartPole, 600k steps.
   paper   the same with 1000-episode-scale budgets (1M / 600k steps).
+  pendulum  continuous actions on gymnax Pendulum-v1 (5 seeds, 1M steps,
+          32 envs x 32 steps, 10 epochs, gamma 0.95), p in (0.5, 1.5).
 
 Pass criteria (default), on the mean return over the final 10% of
 training: p=0.5 converges on CartPole (>= 475) in >= 8/10 seeds, and on
@@ -23,11 +25,13 @@ reported, not gated; NPG-TD env-steps/s >= 1.2x PPO's (benchmarks/ppo.py).
 
 import ml_collections
 
+VARIANTS = ('smoke', 'default', 'paper', 'pendulum')
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   variant = arg or 'default'
-  if variant not in ('smoke', 'default', 'paper'):
-    raise ValueError(f'Unknown variant {arg!r}: use smoke, default or paper '
+  if variant not in VARIANTS:
+    raise ValueError(f'Unknown variant {arg!r}: use one of {VARIANTS} '
                      '(e.g. --config=configs/kernel_ppo.py:smoke)')
   c = ml_collections.ConfigDict()
   c.seed = 0
@@ -63,6 +67,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       hidden=(64, 64), activation='tanh', normalize_obs=False,
       normalize_adv=True, shuffle=True))
   # RKHS form: kernel-TD critic on k_rbf(s,s') 1[a=a'] + NPG step.
+  # Random Pendulum-v1 play scores about -1200 to -1500 per episode.
+  c.claims = ml_collections.ConfigDict(dict(pendulum_min=-700.0))
   c.rkhs = ml_collections.ConfigDict(dict(
       # n(k) = min(512, ceil(64 (k+1)^0.5)) samples and lambda(k) =
       # 1e-3 (n(k)/64)^-0.5 (Cor. 14's rules; its table is not in our notes).
@@ -80,6 +86,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.rkhs_steps = 2048
     c.updates_per_chunk = 10
     c.log_every = 5
+  elif variant == 'pendulum':
+    # Continuous actions: tanh-Gaussian policy, Q(s, a) critic, the sampled
+    # KL-regularised NPG step (rl/kernel_ppo.py make_network_continuous).
+    c.num_seeds = 5
+    c.envs, c.env_steps = ('Pendulum-v1',), (1_000_000,)
+    c.powers = (0.5, 1.5)
+    c.ppo_envs, c.rkhs_envs = (), ()
+    c.npg.update(dict(num_envs=32, num_steps=32, num_epochs=10,
+                      num_minibatches=4, gamma=0.95, activation='tanh'))
+    c.updates_per_chunk = 100
   elif variant == 'paper':
     c.env_steps = (1_000_000, 600_000)
     c.rkhs_steps = 1_000_000
