@@ -142,13 +142,16 @@ def _claims(run):
 
 @pytest.mark.slow
 def test_default_config_claims(default_run):
-  """The issue's claims at the default config (10 seeds, 500k/300k steps)."""
+  """The claims that hold at the default config (10 seeds, 500k/300k
+  steps, final-10% means): k^-1.5 stalls (96.9), clip-PPO converges
+  (10/10, 500.0; Acrobot -83.5 through `ppo_envs`)."""
   by = _claims(default_run)
-  assert by['Delta_k = k^-0.5 converges on CartPole']['holds'], by
   assert by['Delta_k = k^-1.5 stalls']['holds'], by
   assert by['Our clip-PPO baseline converges on CartPole in >= 90% of '
             'seeds (the paper reports PPO as slower and less stable).'
             ]['holds'], by
+  m = {k: np.asarray(v['per_seed']) for k, v in default_run['metrics'].items()}
+  assert m['final_return/acrobot/ppo'].mean() >= -100, m
   # k^-0.2 vs k^-0.5 is reported with numbers, not gated.
   rep = [c for c in default_run['claims'] if 'k^-0.2' in c['claim']]
   assert rep and 'k^-0.2' in rep[0]['evidence']
@@ -156,13 +159,39 @@ def test_default_config_claims(default_run):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
+    'Graded on the final 10% of training, k^-0.5 converges (>= 475) in 6/10 '
+    'CartPole seeds within 500k steps (final-10% mean 471.4, per seed '
+    '444-487), below the 8/10 criterion; every seed reaches a rolling mean '
+    'of 475 at some point (10/10 solved), so the policy does not stay '
+    'there. k^-0.2: 428.7 (2/10).'))
+def test_default_cartpole_convergence_claim(default_run):
+  assert _claims(default_run)['Delta_k = k^-0.5 converges on CartPole']['holds']
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'The RKHS form (RFF kernel-TD on standardised states, closed-form NPG '
+    'step, n(k) and lambda(k) rules, 1024 features, 200 TD iterations) '
+    'learns but does not converge on CartPole: final-10% mean 175.1 (per '
+    'seed 68-285, 0/10 converged) at 600k steps, from 77.3 after its first '
+    'updates. Tried (3-seed pilots, 200-600k steps): 256 vs 1024 features, '
+    'lengthscale 0.5/1/2, 50-200 TD iterations, step scales 1/0.2/0.1/0.01, '
+    '16 envs, the sample rule on/off: best rolling returns 150-420.'))
+def test_default_rkhs_claim(default_run):
+  assert _claims(default_run)['The RKHS form (kernel-TD critic, closed-form '
+                              'NPG step, n(k) and lambda(k) rules) converges '
+                              'on CartPole in >= 80% of seeds.']['holds']
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
     'Does not reproduce at our scale: on Acrobot-v1 (300k steps, 10 seeds) '
-    'the network form stays at -500 for every schedule (p=0.2, 0.5, 1.5: no '
-    'episode reaches the goal); a uniform-random policy reaches it in about '
-    '1 of 80 episodes of 500 steps, and the KL-proximal softmax-of-Q policy '
-    'does not find it. The reference code\'s pi(.|s) target with truncation '
-    'as termination gives -500 too (3 seeds), while our clip-PPO reaches '
-    '-85 on the same budget.'))
+    'the network form stays at -500 for every schedule (final-10% means '
+    'p=0.2 -500.0, p=0.5 -491.9, p=1.5 -500.0); a uniform-random policy '
+    'reaches the goal in about 1 of 80 episodes of 500 steps, and the '
+    'KL-proximal softmax-of-Q policy does not find it. The reference code\'s '
+    'pi(.|s) target with truncation as termination gives -500 too (3 '
+    'seeds), while our clip-PPO reaches -83.5 on the same budget.'))
 def test_default_config_acrobot_claim(default_run):
   assert _claims(default_run)[
       'Delta_k = k^-0.5 converges on Acrobot']['holds']
