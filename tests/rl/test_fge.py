@@ -227,6 +227,7 @@ def pendulum_run():
   c = fc.get_config('smoke')
   c.task = 'pendulum'
   c.task_kwargs = {'horizon': 30, 'nominal': 'skewed'}
+  c.fge.density = 'flow'  # the method's default novelty model
   c.num_updates = 20
   task = reach.make_task('pendulum', **c.task_kwargs)
   return task, c, _run_sampler(task, c, 'fge', 20)
