@@ -168,7 +168,7 @@ def run(r: launch.Run) -> launch.Result:
     metrics[f'coverage_loss/{a}_vs_dr'] = np.asarray([l for _, l in gl])
   _plots(r, cfg, task, thetas, truth, safe_by, fge_state, steps_per_update)
   return launch.Result(metrics=metrics,
-                       claims=evaluate_claims(cfg, task, metrics),
+                       claims=evaluate_claims(cfg, metrics),
                        extra=extra)
 
 
@@ -245,8 +245,7 @@ def _fmt_gap(g: tuple[float, float]) -> str:
   return f'{g[0]:+.3f} +- {g[1]:.3f}'
 
 
-def evaluate_claims(cfg, task: base.ReachTask,
-                    m: dict[str, np.ndarray]) -> list[launch.Claim]:
+def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
   """The paper's claims as per-seed gaps with 95% CIs (see configs/fge.py).
 
   1. Challenging coverage: FGE's coverage of the challenging region's
@@ -261,7 +260,6 @@ def evaluate_claims(cfg, task: base.ReachTask,
      method with the largest coverage loss among the rest.
   """
   C = cfg.claims
-  del task
   key = f'coverage_feasible_{C.region}'
   has = lambda meth: f'{key}/{meth}' in m
   get = lambda meth: m[f'{key}/{meth}']

@@ -22,7 +22,7 @@ from iclrjax.core import logging as log_lib
 from iclrjax.rl import envs as envs_lib
 from iclrjax.rl import ppo
 from iclrjax.rl.kernel_ppo import make_network, make_rkhs, network_schema
-from iclrjax.rl.kernel_ppo import rkhs_schema
+from iclrjax.rl.kernel_ppo import rkhs_schema, sample_size
 
 FINAL_FRAC = 0.1  # "converged" = the mean return over the last 10% of training
 
@@ -80,17 +80,15 @@ def _sweep_series(rows, key: str, labels: list[str], num_seeds: int,
 
 def rkhs_updates(c: ml_collections.ConfigDict, budget: int) -> int:
   """Iterations of the RKHS form whose samples n(k) add up to `budget` env
-  steps (n(k) = `sample_size` rounded up to whole env steps, or the full
-  num_envs x num_steps batch without the rule)."""
+  steps: `kernel_ppo.sample_size` rounded up to whole env steps as the
+  trainer does, or the full num_envs x num_steps batch without the rule."""
   n_max = c.num_envs * c.num_steps
   if not c.sample_rule:
     return max(budget // n_max, 1)
-  k = total = 0
-  while total < budget:
-    n = min(n_max, int(np.ceil(c.n0 * (k + 1.0) ** c.sample_power)))
-    total += -(-n // c.num_envs) * c.num_envs
-    k += 1
-  return k
+  k = np.arange(-(-budget // c.n0))  # n(k) >= n0: enough iterations
+  n = np.asarray(sample_size(k, c.n0, c.sample_power, n_max))
+  total = np.cumsum(-(-n // c.num_envs) * c.num_envs)
+  return int(np.searchsorted(total, budget)) + 1
 
 
 def final_mean(rows, key: str, frac: float = FINAL_FRAC) -> np.ndarray:

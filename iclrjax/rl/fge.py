@@ -184,6 +184,7 @@ class SplineFlow:
 
   def __init__(self, dim: int, layers: int, width: int, knots: int,
                interval: float, lr: float, weight_decay: float):
+    # Imported here: only the flow needs them, and flowjax is slow to import.
     # pylint: disable=g-import-not-at-top
     import paramax
     from flowjax import bijections, distributions, flows

@@ -307,7 +307,6 @@ def test_claims_fail_for_a_sampler_without_the_feasibility_machinery():
   """The claim logic on fixed numbers: FGE's gap passes, the explore-only
   control's and DR's do not, and each claim names its control."""
   c = fc.get_config()
-  task = toylevels.ToyLevels()
   m = _metrics(coverage_feasible_hard__fge=[0.9, 0.95, 1.0, 0.9, 0.95],
                coverage_feasible_hard__fge_explore_only=[0.2, 0.5, 0.1, 0.3,
                                                          0.4],
@@ -316,14 +315,14 @@ def test_claims_fail_for_a_sampler_without_the_feasibility_machinery():
                coverage_feasible_hard__uniform=[0.95] * 5,
                coverage_loss__fge_vs_dr=[0.0, 0.01, 0.0, 0.0, 0.01],
                coverage_loss__rarl_vs_dr=[0.3, 0.2, 0.4, 0.3, 0.2])
-  claims = fge_exp.evaluate_claims(c, task, m)
+  claims = fge_exp.evaluate_claims(c, m)
   assert [cl.holds for cl in claims] == [True, True, True]
   assert 'fails' in claims[0].control and 'explore only' in claims[0].control
   assert 'DR in its place' in claims[1].control and 'fails' in claims[1].control
   assert 'RARL' in claims[2].control and 'fails' in claims[2].control
   m['coverage_feasible_hard__fge'.replace('__', '/')] = m[
       'coverage_feasible_hard/fge_explore_only']
-  assert not fge_exp.evaluate_claims(c, task, m)[0].holds
+  assert not fge_exp.evaluate_claims(c, m)[0].holds
 
 
 @pytest.mark.parametrize('variant', fc.VARIANTS)
