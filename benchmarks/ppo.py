@@ -1,8 +1,14 @@
-"""Our PPO and kernel-PPO vs rejax's PPO on CartPole-v1, side by side.
+"""Our PPO and kernel-PPO vs rejax's PPO (CartPole-v1) and brax.training's
+PPO (Brax MJX inverted_pendulum), side by side in one process.
 
   python -m benchmarks.ppo [--updates=200] [--repeats=5] [--seeds=10]
                            [--solve_seeds=5] [--solve_budget=500000]
                            [--skip_solve] [--skip_rejax]
+                           [--skip_rejax_config] [--skip_brax]
+                           [--brax_updates=20]
+
+The last line printed is the summary: ours / rejax at rejax's own config
+(table 3) and ours / brax.training (table 4), ratios of medians.
 
 Every agent runs the kernel-PPO paper's batch structure (configs/kernel_ppo.py
 `ppo`/`npg` sections): 1 env x 128 steps per iteration, 4 epochs x 4
@@ -36,6 +42,19 @@ chunks of `--solve_chunk` iterations and stopped once every seed solved
 (rolling mean of the last 10 training episodes >= 475, as in
 `state.solved_at`); per-seed wall-clock is the time at the end of the chunk in
 which that seed solved (compile excluded).
+
+Table 3, rejax's own CartPole config (its configs/gymnax/cartpole.yaml: 5
+envs x 100 steps, 5 epochs x 5 minibatches, lr 7.5e-4, ent 0.01): our PPO
+at the same settings (plus its own lr annealing and global-norm clip) and
+rejax's, both timed as in table 1.
+
+Table 4, Brax: our PPO at configs/kernel_ppo.py:brax's `ppo` section (64
+envs x 32 steps, 4 epochs x 8 minibatches) on MJX inverted_pendulum, and
+`brax.training.agents.ppo.train` at the same env, batch, network sizes and
+loss settings; brax's PPO does not vmap over seeds, so both run 1 seed.
+Ours is timed as in table 1 (median of `--repeats` calls of
+`--brax_updates` iterations); brax's with its own `training/sps` per
+compiled epoch of as many iterations (first epoch dropped: compile).
 
 rejax 0.1.3 notes (read from its source):
   * `rejax.PPO.create(env=..., env_params=..., num_envs, num_steps,
@@ -105,6 +124,13 @@ _SOLVE_CHUNK = flags.DEFINE_integer(
     'runs (the granularity of the wall-clock and of early stopping).')
 _SKIP_SOLVE = flags.DEFINE_bool('skip_solve', False, 'Only table 1.')
 _SKIP_REJAX = flags.DEFINE_bool('skip_rejax', False, 'Leave rejax out.')
+_SKIP_REJAX_CONFIG = flags.DEFINE_bool(
+    'skip_rejax_config', False, 'Leave out table 3 (rejax\'s own config).')
+_SKIP_BRAX = flags.DEFINE_bool('skip_brax', False,
+                               'Leave out table 4 (Brax/MJX).')
+_BRAX_UPDATES = flags.DEFINE_integer(
+    'brax_updates', 20, 'PPO iterations per timed run in table 4 (x2048 '
+    'env steps).')
 
 ENV = 'CartPole-v1'
 WINDOW, THRESHOLD = 10, 475.0
@@ -239,10 +265,11 @@ class _FiveTupleEnv:
     return obs, state, reward, done, info
 
 
-def _make_rejax(total_timesteps: int, eval_freq: int, track: bool):
+def _make_rejax(total_timesteps: int, eval_freq: int, track: bool,
+                c: Any = None):
   import gymnax  # pylint: disable=g-import-not-at-top
   import rejax  # pylint: disable=g-import-not-at-top
-  c = kppo_config.get_config().ppo
+  c = c or kppo_config.get_config().ppo
   env, params = gymnax.make(ENV)
   algo = rejax.PPO.create(
       env=_FiveTupleEnv(env, track), env_params=params,
@@ -290,7 +317,7 @@ def _rejax_status() -> str | None:
 
 
 def _throughput(agents, rejax_ok: bool, updates: int, repeats: int,
-                seeds: int):
+                seeds: int, c: Any = None):
   """Compiles every (variant, seed count), then times them interleaved.
 
   Each variant is compiled and run once (warm-up and a check that it ran
@@ -298,7 +325,8 @@ def _throughput(agents, rejax_ok: bool, updates: int, repeats: int,
   so a transient load on the machine hits all rows alike, and the median
   over rounds is kept.
   """
-  batch = 128
+  c = c or kppo_config.get_config().ppo
+  batch = c.num_envs * c.num_steps
   runs = {}      # (name, n) -> zero-argument function returning the result
   compile_s = {}
   finals: dict[str, Any] = {}
@@ -312,7 +340,7 @@ def _throughput(agents, rejax_ok: bool, updates: int, repeats: int,
       if n == seeds:
         finals[name] = out_states.params
   if rejax_ok:
-    algo = _make_rejax(updates * batch, updates * batch, track=False)
+    algo = _make_rejax(updates * batch, updates * batch, track=False, c=c)
     for n in (1, seeds):
       f, states, compile_s['rejax PPO', n] = _compile_rejax(algo, n)
       runs['rejax PPO', n] = functools.partial(f, states)
@@ -455,6 +483,126 @@ def _print_solve(results: dict[str, _SolveResult], seeds: int, budget: int):
         'others\' compute. Solve steps are rounded up to the iteration.)')
 
 
+
+# ---------------------------------------------------------------------------
+# Table 3: rejax's own CartPole config.
+
+# rejax's configs/gymnax/cartpole.yaml, `ppo` section (keraJLi/rejax@main);
+# network: its default 64x64, tanh; observations not normalised.
+REJAX_CARTPOLE = dict(num_envs=5, num_steps=100, num_epochs=5,
+                      num_minibatches=5, learning_rate=7.5e-4,
+                      max_grad_norm=0.5, gamma=0.99, gae_lambda=0.95,
+                      clip_eps=0.2, ent_coef=0.01, vf_coef=0.5,
+                      normalize_obs=False, hidden=(64, 64), activation='tanh')
+
+
+def _rejax_config_table(updates: int, repeats: int, seeds: int):
+  c = _ppo_config(**REJAX_CARTPOLE)
+  agent = _Agent(*ppo.make_ppo(envs.make(ENV), c, num_updates=updates),
+                 None)
+  rows, _ = _throughput({'PPO (ours)': agent}, True, updates, repeats, seeds,
+                        c)
+  batch = c.num_envs * c.num_steps
+  print(f'\nTable 3. Env steps/s on {ENV} at rejax\'s own config '
+        f'(configs/gymnax/cartpole.yaml: {c.num_envs} envs x {c.num_steps} '
+        f'steps, {c.num_epochs} epochs x {c.num_minibatches} minibatches, '
+        f'lr {c.learning_rate:g}, 64x64 tanh); {updates} iterations '
+        f'({updates * batch:,} env steps per seed) per compiled call.')
+  hdr = f'{"agent":<16}{"1 seed":>12}{f"{seeds} seeds":>14}{"compile s":>11}'
+  print(hdr)
+  print('-' * len(hdr))
+  for name, r in rows.items():
+    print(f'{name:<16}{r[1][0]:>12,.0f}{r[seeds][0]:>14,.0f}'
+          f'{max(r[1][1], r[seeds][1]):>11.1f}')
+  ours, rj = rows['PPO (ours)'], rows['rejax PPO']
+  print(f'ours / rejax: {ours[1][0] / rj[1][0]:.2f}x at 1 seed, '
+        f'{ours[seeds][0] / rj[seeds][0]:.2f}x at {seeds} seeds '
+        '(ratio of medians).')
+  return {n: ours[n][0] / rj[n][0] for n in (1, seeds)}
+
+
+# ---------------------------------------------------------------------------
+# Table 4: Brax/MJX, ours vs brax.training.agents.ppo.
+
+BRAX_ENV = 'inverted_pendulum'
+
+
+def _brax_training_sps(c: Any, updates: int, repeats: int) -> list[float]:
+  """brax.training's PPO on the same env and batch, timed by brax itself.
+
+  Batch mapping: brax collects `batch_size * num_minibatches / num_envs`
+  unrolls of `unroll_length` per training step, so num_envs = E,
+  unroll_length = T, batch_size = E / M, num_minibatches = M and
+  num_updates_per_batch = epochs give our E x T rollout and M minibatches.
+  `train` runs `num_evals - 1` compiled epochs of `updates` training steps
+  and reports each epoch's `training/sps` (its own wall clock around the
+  jitted epoch, `block_until_ready`); the first epoch includes the
+  compile and is dropped. Evaluation is off (`run_evals=False`).
+  """
+  import flax.linen as nn  # pylint: disable=g-import-not-at-top
+  from brax import envs as brax_envs  # pylint: disable=g-import-not-at-top
+  from brax.training.agents.ppo import networks as bppo_networks  # pylint: disable=g-import-not-at-top
+  from brax.training.agents.ppo import train as bppo  # pylint: disable=g-import-not-at-top
+
+  env = brax_envs.get_environment(BRAX_ENV, backend='mjx')
+  E, T, M = c.num_envs, c.num_steps, c.num_minibatches
+  sps = []
+  factory = functools.partial(
+      bppo_networks.make_ppo_networks,
+      policy_hidden_layer_sizes=tuple(c.hidden),
+      value_hidden_layer_sizes=tuple(c.hidden),
+      activation={'tanh': nn.tanh, 'relu': nn.relu}[c.activation])
+  bppo.train(
+      environment=env, num_timesteps=(repeats + 1) * updates * E * T,
+      episode_length=1000, num_envs=E, unroll_length=T, batch_size=E // M,
+      num_minibatches=M, num_updates_per_batch=c.num_epochs,
+      learning_rate=c.learning_rate, entropy_cost=c.ent_coef,
+      discounting=c.gamma, gae_lambda=c.gae_lambda,
+      clipping_epsilon=c.clip_eps, max_grad_norm=c.max_grad_norm,
+      normalize_observations=c.normalize_obs, network_factory=factory,
+      num_evals=repeats + 2, run_evals=False, num_eval_envs=1, seed=0,
+      progress_fn=lambda step, m: sps.append(float(m['training/sps'])))
+  return sps[1:]  # the first epoch includes the compile
+
+
+def _brax_table(updates: int, repeats: int) -> dict[str, float]:
+  c = kppo_config.get_config('brax').ppo
+  env = envs.make('brax:' + BRAX_ENV)
+  agent = _Agent(*ppo.make_ppo(env, c, num_updates=updates), None)
+  batch = c.num_envs * c.num_steps
+  f, states, compile_s = _compile_ours(agent, 1, updates)
+  run = functools.partial(f, states, jnp.int32(0))
+  jax.block_until_ready(run())
+  ours = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    jax.block_until_ready(run())
+    ours.append(updates * batch / (time.perf_counter() - t0))
+  t0 = time.perf_counter()
+  brax_sps = _brax_training_sps(c, updates, repeats)
+  brax_wall = time.perf_counter() - t0
+  o, b = float(np.median(ours)), float(np.median(brax_sps))
+  print(f'\nTable 4. Env steps/s on Brax MJX {BRAX_ENV} (configs/'
+        f'kernel_ppo.py:brax `ppo`: {c.num_envs} envs x {c.num_steps} steps, '
+        f'{c.num_epochs} epochs x {c.num_minibatches} minibatches, '
+        f'{"x".join(map(str, c.hidden))} {c.activation}, normalised '
+        f'observations), 1 seed, {updates} iterations ({updates * batch:,} '
+        'env steps) per timed call; compile excluded.')
+  hdr = f'{"agent":<28}{"steps/s":>10}{"min":>10}{"max":>10}'
+  print(hdr)
+  print('-' * len(hdr))
+  print(f'{"PPO (ours)":<28}{o:>10,.0f}{min(ours):>10,.0f}'
+        f'{max(ours):>10,.0f}   (compile {compile_s:.1f} s)')
+  print(f'{"brax.training PPO":<28}{b:>10,.0f}{min(brax_sps):>10,.0f}'
+        f'{max(brax_sps):>10,.0f}   (whole train() {brax_wall:.1f} s)')
+  print(f'ours / brax.training: {o / b:.2f}x (ratio of medians over '
+        f'{repeats} timed calls each; brax times its own epochs).')
+  print('(brax.training: its EpisodeWrapper/AutoResetWrapper (reset to the '
+        'first state), tanh-normal policy with a learned scalar std, '
+        'lecun-uniform init, no truncation bootstrap by default; ours: '
+        'fresh-random resets, bootstrapped time limits.)')
+  return {'brax.training': o / b}
+
 # ---------------------------------------------------------------------------
 
 
@@ -515,6 +663,18 @@ def main(argv):
       print('(rejax: lr constant 2.5e-4 and element-wise grad clip, ours '
             'anneals lr and clips the global norm; rejax counts the '
             'same training episodes through _FiveTupleEnv(track=True).)')
+  ratios = {}
+  if rejax_ok and not _SKIP_REJAX_CONFIG.value:
+    print('\nTiming rejax\'s own CartPole config ...', flush=True)
+    r = _rejax_config_table(updates, _REPEATS.value, seeds)
+    ratios.update({f'rejax ({n} seed{"s" * (n > 1)})': v
+                   for n, v in r.items()})
+  if not _SKIP_BRAX.value:
+    print('\nTiming Brax/MJX ...', flush=True)
+    ratios.update(_brax_table(_BRAX_UPDATES.value, _REPEATS.value))
+  if ratios:
+    print('\nSummary, ours / peer (env steps/s): ' + ', '.join(
+        f'{k} {v:.2f}x' for k, v in ratios.items()))
   load = os.getloadavg()
   print(f'\nload average at end={load[0]:.2f}; total '
         f'{time.perf_counter() - t_start:.0f} s')

@@ -19,8 +19,10 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.rl import envs as envs_lib
 from iclrjax.rl import ppo
+from iclrjax.rl import rollout as ro
 from iclrjax.rl.kernel_ppo import make_network, make_rkhs, network_schema
 from iclrjax.rl.kernel_ppo import rkhs_schema, sample_size
 
@@ -31,7 +33,8 @@ def config_schema() -> dict[str, cfg_lib.Spec]:
   schema = {
       'envs': cfg_lib.Seq(item=cfg_lib.Choice(*ENVS), min_len=1),
       'env_steps': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1),
-      'powers': cfg_lib.Seq(item=cfg_lib.Float(min=0.0), min_len=1),
+      'powers': cfg_lib.Seq(item=cfg_lib.Float(min=0.0),
+                            help='() runs no network form'),
       'ppo_envs': cfg_lib.Seq(item=cfg_lib.Choice(*ENVS)),
       'rkhs_envs': cfg_lib.Seq(item=cfg_lib.Choice(*ENVS)),
       'rkhs_steps': cfg_lib.Int(min=1),
@@ -40,6 +43,10 @@ def config_schema() -> dict[str, cfg_lib.Spec]:
       'updates_per_chunk': cfg_lib.Int(min=1),
       'log_every': cfg_lib.Int(min=1),
       'claims.pendulum_min': cfg_lib.Float(max=0.0),
+      'claims.brax_min': cfg_lib.Float(min=0.0, max=1000.0,
+                                       help='inverted_pendulum return'),
+      'claims.rkhs_learn_min': cfg_lib.Float(min=0.0, max=500.0,
+                                             help='CartPole return'),
   }
   schema.update(network_schema())
   schema.update(rkhs_schema())
@@ -47,7 +54,7 @@ def config_schema() -> dict[str, cfg_lib.Spec]:
   return schema
 
 
-ENVS = ('CartPole-v1', 'Acrobot-v1', 'Pendulum-v1')
+ENVS = ('CartPole-v1', 'Acrobot-v1', 'Pendulum-v1', 'brax:inverted_pendulum')
 
 
 def check_config(cfg: ml_collections.ConfigDict) -> None:
@@ -67,7 +74,8 @@ def check_config(cfg: ml_collections.ConfigDict) -> None:
 
 
 def _tag(env_name: str) -> str:
-  return env_name.split('-')[0].lower()
+  """'CartPole-v1' -> 'cartpole', 'brax:inverted_pendulum' -> 'inverted_pendulum'."""
+  return env_name.split(':')[-1].split('-')[0].lower()
 
 
 def _sweep_series(rows, key: str, labels: list[str], num_seeds: int,
@@ -118,28 +126,33 @@ def run(r: launch.Run) -> launch.Result:
 
   for env_name in cfg.envs:
     env, tag = envs_lib.make(env_name), _tag(env_name)
+    # The untrained control: a uniform-random policy, one score per seed.
+    metrics[f'random_return/{tag}'] = np.asarray(ro.random_return(
+        env, loop.seed_keys(cfg.seed + 1, S)))
     thr = cfg.solve_threshold if env_name == 'CartPole-v1' else None
     batch = cfg.npg.num_envs * cfg.npg.num_steps
-    init, step = make_network(env, cfg.npg, return_window=cfg.return_window,
-                              solve_threshold=thr)
-    ret, solved, ups = train(f'npg_{tag}', init, step,
-                             budgets[env_name] // batch, P * S,
-                             list(range(S)) * P,
-                             jnp.repeat(jnp.asarray(cfg.powers, jnp.float32),
-                                        S))
-    labels = [f'npg_p{p:g}' for p in cfg.powers]
-    _, first = log_lib.curves(r.rows(), f'npg_{tag}/return')
-    for i, lab in enumerate(labels):
-      metrics[f'final_return/{tag}/{lab}'] = ret[i * S:(i + 1) * S]
-      metrics[f'initial_return/{tag}/{lab}'] = np.asarray(first)[0][
-          i * S:(i + 1) * S]
-      if thr is not None:
-        metrics[f'solved/{tag}/{lab}'] = (solved[i * S:(i + 1) * S] >= 0
-                                          ).astype(float)
-    if ups is not None:
-      speed[f'{tag}/npg'] = ups * batch  # env-steps/s of each agent (vmapped)
-    series[tag] = _sweep_series(r.rows(), f'npg_{tag}/return', labels, S,
-                                batch)
+    series[tag] = []
+    if P:  # the network form, one run per (power, seed)
+      init, step = make_network(env, cfg.npg,
+                                return_window=cfg.return_window,
+                                solve_threshold=thr)
+      powers = jnp.repeat(jnp.asarray(cfg.powers, jnp.float32), S)
+      ret, solved, ups = train(f'npg_{tag}', init, step,
+                               budgets[env_name] // batch, P * S,
+                               list(range(S)) * P, powers)
+      labels = [f'npg_p{p:g}' for p in cfg.powers]
+      _, first = log_lib.curves(r.rows(), f'npg_{tag}/return')
+      for i, lab in enumerate(labels):
+        metrics[f'final_return/{tag}/{lab}'] = ret[i * S:(i + 1) * S]
+        metrics[f'initial_return/{tag}/{lab}'] = np.asarray(first)[0][
+            i * S:(i + 1) * S]
+        if thr is not None:
+          metrics[f'solved/{tag}/{lab}'] = (solved[i * S:(i + 1) * S] >= 0
+                                            ).astype(float)
+      if ups is not None:
+        speed[f'{tag}/npg'] = ups * batch  # env-steps/s per agent (vmapped)
+      series[tag] += _sweep_series(r.rows(), f'npg_{tag}/return', labels, S,
+                                   batch)
 
     if env_name in cfg.ppo_envs:
       pb = cfg.ppo.num_envs * cfg.ppo.num_steps
@@ -279,6 +292,36 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
             'the same agents after their first logged updates',
             f'{fp0.mean():.1f}', fp0.mean() >= pend),
         paper='HalfCheetah-v5 in the camera-ready; Pendulum-v1 here'))
+  rand = get('random_return/inverted_pendulum')
+  for lab, what in (('ppo', 'Clip-PPO'),
+                    ('npg_p0.5', 'Continuous kernel PPO (the sampled '
+                     'KL-regularised NPG step, Delta_k = k^-0.5)')):
+    fb = get(f'final_return/inverted_pendulum/{lab}')
+    if fb is None or rand is None:
+      continue
+    lo = cfg.claims.brax_min
+    claims.append(launch.Claim(
+        claim=(f'{what} learns Brax/MJX inverted_pendulum: final-10% mean '
+               f'return >= {lo:g} (of 1000).'),
+        holds=bool(fb.mean() >= lo),
+        evidence=(f'final-10% mean {fb.mean():.1f} within '
+                  f'{budget["brax:inverted_pendulum"]} steps (per seed '
+                  f'{fmt(fb)})'),
+        control=launch.control_text('a uniform-random policy',
+                                    f'{rand.mean():.1f}', rand.mean() >= lo),
+        paper=('continuous state-action spaces (the paper\'s setting)'
+               if lab != 'ppo' else '')))
+  fb05, fb15 = (get(f'final_return/inverted_pendulum/npg_p{p}')
+                for p in ('0.5', '1.5'))
+  if fb05 is not None and fb15 is not None:
+    claims.append(launch.Claim(
+        claim=('Delta_k = k^-1.5 stalls on Brax/MJX inverted_pendulum: '
+               'final-10% mean return < 500 (of 1000).'),
+        holds=bool(fb15.mean() < 500),
+        evidence=f'final-10% mean {fb15.mean():.1f} (per seed {fmt(fb15)})',
+        control=launch.control_text('Delta_k = k^-0.5', f'{fb05.mean():.1f}',
+                                    fb05.mean() < 500),
+        paper='Fig. 1: k^-1.5 stalls (CartPole there)'))
   rk = [k for k in m if k.startswith('final_return/cartpole/rkhs_')]
   if rk:
     fr = m[rk[0]]
@@ -298,6 +341,20 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
                   f'steps; final-10% mean {fr.mean():.1f} (per seed '
                   f'{fmt(fr)})'),
         control=control, paper='Cor. 14 (the theory the paper analyses)'))
+    rand = get('random_return/cartpole')
+    lo = cfg.claims.rkhs_learn_min
+    if rand is not None:
+      claims.append(launch.Claim(
+          claim=(f'The RKHS form learns CartPole: final-10% mean return '
+                 f'>= {lo:g}.'),
+          holds=bool(fr.mean() >= lo),
+          evidence=(f'final-10% mean {fr.mean():.1f} within '
+                    f'{cfg.rkhs_steps} steps (per seed {fmt(fr)})'),
+          control=launch.control_text('a uniform-random policy',
+                                      f'{rand.mean():.1f}', rand.mean() >= lo)
+          + ('' if init_ret is None else '; ' + launch.control_text(
+              'the RKHS policy after its first logged updates',
+              f'{init_ret.mean():.1f}', init_ret.mean() >= lo))))
   return claims
 
 

@@ -14,15 +14,49 @@ one; `max_to_keep` bounds disk use.
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 from typing import Any
 
 from absl import logging
 import jax
+import jax.numpy as jnp
 import orbax.checkpoint as ocp
 
 PyTree = Any
+
+
+def _empty(x) -> bool:
+  return hasattr(x, 'shape') and math.prod(x.shape) == 0
+
+
+def _fill_empty(tree: PyTree, abstract: bool = False) -> PyTree:
+  """Zero-size arrays (orbax refuses to save them; e.g. MJX's `act` of a
+  model without actuator states) become one-element placeholders."""
+
+  def conv(x):
+    if not _empty(x):
+      return x
+    if abstract:
+      return jax.ShapeDtypeStruct((1,), x.dtype)
+    return jnp.zeros((1,), x.dtype)
+
+  return jax.tree.map(conv, tree)
+
+
+def _restore_empty(restored: PyTree, abstract: PyTree) -> PyTree:
+  """Puts the zero-size arrays of `abstract` back in place of their
+  placeholders."""
+
+  def conv(r, a):
+    if not _empty(a):
+      return r
+    z = jnp.zeros(a.shape, a.dtype)
+    sharding = getattr(a, 'sharding', None)
+    return jax.device_put(z, sharding) if sharding is not None else z
+
+  return jax.tree.map(conv, restored, abstract)
 
 
 class Checkpointer:
@@ -52,7 +86,7 @@ class Checkpointer:
     saved = self._mngr.save(
         int(step),
         args=ocp.args.Composite(
-            state=ocp.args.StandardSave(state),
+            state=ocp.args.StandardSave(_fill_empty(state)),
             meta=ocp.args.JsonSave(dict(meta or {}, step=int(step))),
         ),
         force=force,
@@ -77,13 +111,14 @@ class Checkpointer:
     out = self._mngr.restore(
         step,
         args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract_state),
+            state=ocp.args.StandardRestore(
+                _fill_empty(abstract_state, abstract=True)),
             meta=ocp.args.JsonRestore(),
         ),
     )
     logging.info('Restored checkpoint at step %d from %s', step,
                  self.directory)
-    return out['state'], dict(out['meta'])
+    return _restore_empty(out['state'], abstract_state), dict(out['meta'])
 
   def wait(self) -> None:
     """Blocks until async saves are on disk."""

@@ -19,9 +19,11 @@ def categorical_sample(key: jax.Array, logits: jax.Array) -> jax.Array:
 
 
 def categorical_log_prob(logits: jax.Array, action: jax.Array) -> jax.Array:
+  """log pi(action), picked with a one-hot product: a gather here would put
+  a scatter in every policy-gradient backward pass, a slow op on CPU."""
   logp = jax.nn.log_softmax(logits)
-  return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32),
-                             axis=-1)[..., 0]
+  return jnp.sum(jax.nn.one_hot(action, logits.shape[-1], dtype=logp.dtype)
+                 * logp, axis=-1)
 
 
 def categorical_entropy(logits: jax.Array) -> jax.Array:

@@ -60,15 +60,31 @@ class EpisodeStats(NamedTuple):
                jnp.full((window,), jnp.nan), jnp.zeros((), jnp.int32))
 
   def update(self, reward: jax.Array, done: jax.Array) -> EpisodeStats:
+    """One step of every env: `advance`, then `push` of the finished."""
+    stats, finished = self.advance(reward, done)
+    return stats.push(done[None], finished[None])
+
+  def advance(self, reward: jax.Array, done: jax.Array
+              ) -> tuple[EpisodeStats, jax.Array]:
+    """Adds one step's reward; returns (stats with the finished episodes
+    restarted but not yet in the ring buffer, their returns [E])."""
     ret, length = self.ep_return + reward, self.ep_length + 1
-    # Push the finished returns into the ring buffer in env order.
+    return self._replace(ep_return=jnp.where(done, 0.0, ret),
+                         ep_length=jnp.where(done, 0, length)), ret
+
+  def push(self, done_TxE: jax.Array, ret_TxE: jax.Array) -> EpisodeStats:
+    """Pushes the returns of the episodes that ended (`done`) into the ring
+    buffer in time-major, then env order: the same buffer as one `update`
+    per step, with one scatter for the whole rollout."""
+    done, ret = done_TxE.reshape(-1), ret_TxE.reshape(-1)
     K = self.recent.shape[0]
     pos = self.count + jnp.cumsum(done) - 1
     idx = jnp.where(done, pos % K, K)  # K: out of range, dropped
+    # Only the last K finished episodes may land: an earlier one sharing a
+    # slot must not win the scatter.
+    idx = jnp.where(pos >= self.count + jnp.sum(done) - K, idx, K)
     recent = self.recent.at[idx].set(ret, mode='drop')
-    return EpisodeStats(jnp.where(done, 0.0, ret),
-                        jnp.where(done, 0, length), recent,
-                        self.count + jnp.sum(done))
+    return self._replace(recent=recent, count=self.count + jnp.sum(done))
 
   def rolling_mean(self) -> jax.Array:
     """Mean of the last K finished returns (NaN before any finished)."""
@@ -119,8 +135,7 @@ def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
   """
   num_envs = obs.shape[0]
   step_env = jax.vmap(env.step)
-  if active is None:
-    active = jnp.ones((num_steps,), bool)
+  masked = active is not None
 
   def body(carry, xs):
     k, live = xs
@@ -131,19 +146,23 @@ def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
     new_state, out = step_env(jax.random.split(k_env, num_envs), env_state,
                               env_action)
     done = out.terminated | out.truncated
-    new_stats = stats.update(out.reward, done)
+    new_stats, finished = stats.advance(out.reward, done)
     b = Batch(nobs, stored, logp, value, out.reward, out.terminated,
               out.truncated, norm(out.final_obs, normalize_obs), extra,
               out.info, obs if normalize_obs else None)
-    keep = lambda new, old: jax.tree.map(
-        lambda n, o: jnp.where(live, n, o), new, old)
-    carry = keep((new_state, out.obs, new_stats), (env_state, obs, stats))
-    return distributed.shard_batch(carry), distributed.shard_batch(b)
+    carry = (new_state, out.obs, new_stats)
+    if masked:  # a static choice: unmasked rollouts skip the selects
+      carry = jax.tree.map(lambda n, o: jnp.where(live, n, o), carry,
+                           (env_state, obs, stats))
+      done = done & live
+    return distributed.shard_batch(carry), (distributed.shard_batch(b),
+                                            done, finished)
 
-  (env_state, obs, stats), batch = jax.lax.scan(
+  (env_state, obs, stats), (batch, done, finished) = jax.lax.scan(
       body, distributed.shard_batch((env_state, obs, stats)),
-      (jax.random.split(key, num_steps), active))
-  return batch, env_state, obs, stats
+      (jax.random.split(key, num_steps),
+       active if masked else jnp.ones((num_steps,), bool)))
+  return batch, env_state, obs, stats.push(done, finished)
 
 
 def gae(reward_TxE: jax.Array, value_TxE: jax.Array,
@@ -225,3 +244,41 @@ def update_solved(stats: EpisodeStats, env_steps: jax.Array,
     hit = (solved_at < 0) & stats.full() & (ret >= threshold)
     solved_at = jnp.where(hit, env_steps, solved_at)
   return ret, solved_at
+
+
+def random_policy(spec: envs_lib.EnvSpec) -> PolicyFn:
+  """Uniform-random actions (uniform over the actions, or uniform in the
+  action box): the policy an untrained-agent control is scored with."""
+
+  def policy(params, obs, key):
+    del params
+    n = obs.shape[0]
+    if spec.discrete:
+      a = jax.random.randint(key, (n,), 0, spec.num_actions)
+    else:
+      a = jax.random.uniform(key, (n, spec.num_actions),
+                             minval=spec.action_low, maxval=spec.action_high)
+    zeros = jnp.zeros((n,))
+    return a, a, zeros, zeros, None
+
+  return policy
+
+
+def random_return(env: envs_lib.Env, keys: jax.Array, num_envs: int = 16,
+                  num_steps: int | None = None, window: int = 256
+                  ) -> jax.Array:
+  """Per key [S]: the mean return of (up to the last `window`) episodes
+  that a uniform-random policy finishes in `num_envs` x `num_steps` steps
+  (default: twice the time limit, so every env finishes an episode)."""
+  num_steps = num_steps or 2 * env.spec.max_steps
+
+  def one(key):
+    k_reset, k_roll = jax.random.split(key)
+    obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, num_envs))
+    norm = RunningNorm.create(obs.shape[1:])
+    _, _, _, stats = rollout(env, random_policy(env.spec), None, state, obs,
+                             EpisodeStats.create(num_envs, window), norm,
+                             k_roll, num_steps, False)
+    return stats.rolling_mean()
+
+  return jax.jit(jax.vmap(one))(keys)

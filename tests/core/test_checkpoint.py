@@ -25,6 +25,8 @@ def _state():
       'step': jnp.int32(17),
       'buffer': jnp.arange(40, dtype=jnp.int8).reshape(10, 4),
       'buffer_pos': jnp.int32(4),
+      'empty': jnp.zeros((0,), jnp.float32),  # e.g. MJX's `act`, no actuators
+      'empty_batched': jnp.zeros((3, 0), jnp.int32),
   }
 
 
@@ -37,7 +39,8 @@ def test_roundtrip_full_state(tmp_path):
   ck.close()
   assert meta == {'note': 'x', 'step': 10}
   chex_equal = jax.tree.map(lambda a, b: np.array_equal(a, b) and
-                            a.dtype == b.dtype, state, restored)
+                            a.dtype == b.dtype and a.shape == b.shape,
+                            state, restored)
   assert all(jax.tree.leaves(chex_equal))
   assert jax.tree.structure(state) == jax.tree.structure(restored)
 
