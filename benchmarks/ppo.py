@@ -3,7 +3,7 @@ PPO (Brax MJX inverted_pendulum), side by side in one process.
 
   python -m benchmarks.ppo [--updates=200] [--repeats=5] [--seeds=10]
                            [--solve_seeds=5] [--solve_budget=500000]
-                           [--skip_solve] [--skip_rejax]
+                           [--skip_throughput] [--skip_solve] [--skip_rejax]
                            [--skip_rejax_config] [--skip_brax]
                            [--brax_updates=20]
 
@@ -54,7 +54,8 @@ envs x 32 steps, 4 epochs x 8 minibatches) on MJX inverted_pendulum, and
 loss settings; brax's PPO does not vmap over seeds, so both run 1 seed.
 Ours is timed as in table 1 (median of `--repeats` calls of
 `--brax_updates` iterations); brax's with its own `training/sps` per
-compiled epoch of as many iterations (first epoch dropped: compile).
+compiled epoch of as many iterations (first two epochs dropped: they
+compile).
 
 rejax 0.1.3 notes (read from its source):
   * `rejax.PPO.create(env=..., env_params=..., num_envs, num_steps,
@@ -122,7 +123,9 @@ _SOLVE_BUDGET = flags.DEFINE_integer('solve_budget', 500_000,
 _SOLVE_CHUNK = flags.DEFINE_integer(
     'solve_chunk', 20, 'Iterations per compiled call in the time-to-solve '
     'runs (the granularity of the wall-clock and of early stopping).')
-_SKIP_SOLVE = flags.DEFINE_bool('skip_solve', False, 'Only table 1.')
+_SKIP_SOLVE = flags.DEFINE_bool('skip_solve', False, 'Leave out table 2.')
+_SKIP_THROUGHPUT = flags.DEFINE_bool('skip_throughput', False,
+                                     'Leave out table 1.')
 _SKIP_REJAX = flags.DEFINE_bool('skip_rejax', False, 'Leave rejax out.')
 _SKIP_REJAX_CONFIG = flags.DEFINE_bool(
     'skip_rejax_config', False, 'Leave out table 3 (rejax\'s own config).')
@@ -536,8 +539,8 @@ def _brax_training_sps(c: Any, updates: int, repeats: int) -> list[float]:
   num_updates_per_batch = epochs give our E x T rollout and M minibatches.
   `train` runs `num_evals - 1` compiled epochs of `updates` training steps
   and reports each epoch's `training/sps` (its own wall clock around the
-  jitted epoch, `block_until_ready`); the first epoch includes the
-  compile and is dropped. Evaluation is off (`run_evals=False`).
+  jitted epoch, `block_until_ready`); the first two epochs include
+  compiles and are dropped. Evaluation is off (`run_evals=False`).
   """
   import flax.linen as nn  # pylint: disable=g-import-not-at-top
   from brax import envs as brax_envs  # pylint: disable=g-import-not-at-top
@@ -552,17 +555,34 @@ def _brax_training_sps(c: Any, updates: int, repeats: int) -> list[float]:
       policy_hidden_layer_sizes=tuple(c.hidden),
       value_hidden_layer_sizes=tuple(c.hidden),
       activation={'tanh': nn.tanh, 'relu': nn.relu}[c.activation])
-  bppo.train(
-      environment=env, num_timesteps=(repeats + 1) * updates * E * T,
-      episode_length=1000, num_envs=E, unroll_length=T, batch_size=E // M,
-      num_minibatches=M, num_updates_per_batch=c.num_epochs,
-      learning_rate=c.learning_rate, entropy_cost=c.ent_coef,
-      discounting=c.gamma, gae_lambda=c.gae_lambda,
-      clipping_epsilon=c.clip_eps, max_grad_norm=c.max_grad_norm,
-      normalize_observations=c.normalize_obs, network_factory=factory,
-      num_evals=repeats + 2, run_evals=False, num_eval_envs=1, seed=0,
-      progress_fn=lambda step, m: sps.append(float(m['training/sps'])))
-  return sps[1:]  # the first epoch includes the compile
+  with mock.patch.object(jax, 'device_put_replicated',
+                         _device_put_replicated, create=True):
+    bppo.train(
+        environment=env, num_timesteps=(repeats + 2) * updates * E * T,
+        episode_length=1000, num_envs=E, unroll_length=T,
+        batch_size=E // M, num_minibatches=M,
+        num_updates_per_batch=c.num_epochs, learning_rate=c.learning_rate,
+        entropy_cost=c.ent_coef, discounting=c.gamma,
+        gae_lambda=c.gae_lambda, clipping_epsilon=c.clip_eps,
+        max_grad_norm=c.max_grad_norm,
+        normalize_observations=c.normalize_obs, network_factory=factory,
+        num_evals=repeats + 3, run_evals=False, num_eval_envs=1, seed=0,
+        progress_fn=lambda step, m: sps.append(float(m['training/sps'])))
+  # Epoch 1 compiles; epoch 2 compiles again (its input state comes from
+  # pmap, not from the replicated initial state); the rest are timed.
+  return sps[2:]
+
+
+def _device_put_replicated(x: Any, devices: list[Any]) -> Any:
+  """`jax.device_put_replicated`, which brax 0.14.2's PPO still calls and
+  jax 0.10 removed (it raises AttributeError): each leaf stacked once per
+  device on a new leading axis, sharded over those devices (what `pmap`
+  expects)."""
+  mesh = jax.sharding.Mesh(np.asarray(devices), ('d',))
+  sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('d'))
+  return jax.tree.map(
+      lambda a: jax.device_put(jnp.stack([jnp.asarray(a)] * len(devices)),
+                               sharding), x)
 
 
 def _brax_table(updates: int, repeats: int) -> dict[str, float]:
@@ -630,17 +650,18 @@ def main(argv):
           'on purpose).')
 
   updates, seeds = _UPDATES.value, _SEEDS.value
-  agents = _our_agents(updates)
-  print('\nTiming throughput ...', flush=True)
-  rows, finals = _throughput(agents, rejax_ok, updates, _REPEATS.value,
-                             seeds)
-  diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(
-      jax.tree.leaves(finals['PPO lambda=0']),
-      jax.tree.leaves(finals['PPO, no GAE scan'])))
-  _print_throughput(rows, seeds, updates)
-  _print_attribution(rows, seeds)
-  print(f'(check: final params of "PPO lambda=0" and "PPO, no GAE scan" '
-        f'differ by at most {diff:.1e} after {updates} iterations.)')
+  if not _SKIP_THROUGHPUT.value:
+    agents = _our_agents(updates)
+    print('\nTiming throughput ...', flush=True)
+    rows, finals = _throughput(agents, rejax_ok, updates, _REPEATS.value,
+                               seeds)
+    diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(
+        jax.tree.leaves(finals['PPO lambda=0']),
+        jax.tree.leaves(finals['PPO, no GAE scan'])))
+    _print_throughput(rows, seeds, updates)
+    _print_attribution(rows, seeds)
+    print(f'(check: final params of "PPO lambda=0" and "PPO, no GAE scan" '
+          f'differ by at most {diff:.1e} after {updates} iterations.)')
 
   if not _SKIP_SOLVE.value:
     chunk = _SOLVE_CHUNK.value
