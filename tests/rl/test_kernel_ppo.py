@@ -98,6 +98,12 @@ def test_schedules_and_sample_size():
                              [20.0, 1.0, 2**-0.5, 3**-0.5, 0.5], rtol=1e-6)
   np.testing.assert_array_equal(kp.sample_size(k, 100, 0.5, 180),
                                 [100, 142, 174, 180, 180])
+  # lambda(k) = 1e-3 (n/64)^-0.5: n = 64, 256, 576 -> 1e-3, 5e-4, 1e-3/3.
+  np.testing.assert_allclose(kp.ridge_schedule(jnp.array([64, 256, 576]),
+                                               1e-3, 64, 0.5),
+                             [1e-3, 5e-4, 1e-3 / 3], rtol=1e-6)
+  np.testing.assert_allclose(kp.ridge_schedule(jnp.array([64, 512]), 2e-3,
+                                               64, 0.0), [2e-3, 2e-3])
 
 
 CLAIM_STEPS = 100_000
