@@ -128,6 +128,10 @@ def test_small_scale_claims(small_run):
   assert m['solved/cartpole/npg_p0.5'].sum() >= 4, m
   assert m['final_return/cartpole/npg_p1.5'].mean() < 200, m
   assert m['solved/cartpole/ppo'].sum() >= 4, m
+  # The random-policy control: uniform-random CartPole-v1 play lasts ~22
+  # steps (Gym's reported random baseline, 22 +- 1).
+  rand = m['random_return/cartpole']
+  assert rand.shape == (5,) and np.all((rand > 18) & (rand < 27)), rand
   claims = {c['claim'][:22]: c for c in small_run['claims']}
   assert claims['Delta_k = k^-1.5 stall']['holds']
   # Each claim names a control that fails it.
