@@ -6,12 +6,12 @@ from typing import Any
 
 from iclrjax.rl.reach.base import ReachEnv, ReachTask  # noqa: F401
 
-TASKS = ('toylevels', 'pendulum', 'hopper')
+TASKS = ('toylevels', 'pendulum', 'hopper', 'dubins')
 
 
 def task_class(name: str) -> type[ReachTask]:
-  """The task class of 'toylevels' | 'pendulum' | 'hopper' (MJX: imported
-  only when asked for)."""
+  """The task class of 'toylevels' | 'pendulum' | 'hopper' | 'dubins'
+  (MJX: imported only when asked for)."""
   # pylint: disable=g-import-not-at-top
   if name == 'toylevels':
     from iclrjax.rl.reach import toylevels
@@ -19,6 +19,9 @@ def task_class(name: str) -> type[ReachTask]:
   if name == 'pendulum':
     from iclrjax.rl.reach import pendulum
     return pendulum.PendulumAvoid
+  if name == 'dubins':
+    from iclrjax.rl.reach import dubins
+    return dubins.DubinsCircle
   if name == 'hopper':
     from iclrjax.rl.reach import hopper
     return hopper.HopperTerrain
