@@ -17,7 +17,7 @@ Variants:
           32 envs x 32 steps, 10 epochs, gamma 0.95), p in (0.5, 1.5).
   brax    continuous control on Brax's MuJoCo-XLA (MJX) inverted_pendulum
           (1000-step episodes, reward 1 per step upright), 5 seeds, 600k
-          steps: the continuous network form (p in 0.5, 1.5) and clip-PPO
+          steps (~5 min): the continuous network form (p in 0.5, 1.5) and clip-PPO
           (64 envs x 32 steps, 4 epochs x 8 minibatches, Adam 3e-4,
           normalised observations), gamma 0.97 (brax.training's setting here),
           against a uniform-random policy.
@@ -33,13 +33,6 @@ reported, not gated; NPG-TD env-steps/s >= 1.2x PPO's (benchmarks/ppo.py).
 import ml_collections
 
 VARIANTS = ('smoke', 'default', 'paper', 'pendulum', 'brax', 'rkhs')
-
-
-# Clip-PPO on Brax/MJX (the `brax` variant; also benchmarks/ppo.py's Brax
-# table, where brax.training's PPO runs the same batch).
-BRAX_PPO = dict(num_envs=64, num_steps=32, num_epochs=4, num_minibatches=8,
-                learning_rate=3e-4, ent_coef=0.0, gamma=0.97,
-                normalize_obs=True)
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -121,7 +114,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.ppo_envs, c.rkhs_envs = ('brax:inverted_pendulum',), ()
     c.npg.update(dict(num_envs=32, num_steps=32, num_epochs=10,
                       num_minibatches=4, gamma=0.97, activation='tanh'))
-    c.ppo.update(BRAX_PPO)
+    # Also benchmarks/ppo.py's Brax table, where brax.training's PPO runs
+    # the same batch.
+    c.ppo.update(dict(num_envs=64, num_steps=32, num_epochs=4,
+                      num_minibatches=8, learning_rate=3e-4, ent_coef=0.0,
+                      gamma=0.97, normalize_obs=True))
     c.updates_per_chunk = 25
   elif variant == 'rkhs':
     c.num_seeds = 5

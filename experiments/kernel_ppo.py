@@ -74,7 +74,8 @@ def check_config(cfg: ml_collections.ConfigDict) -> None:
 
 
 def _tag(env_name: str) -> str:
-  """'CartPole-v1' -> 'cartpole', 'brax:inverted_pendulum' -> 'inverted_pendulum'."""
+  """'CartPole-v1' -> 'cartpole';
+  'brax:inverted_pendulum' -> 'inverted_pendulum'."""
   return env_name.split(':')[-1].split('-')[0].lower()
 
 

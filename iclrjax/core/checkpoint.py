@@ -31,6 +31,16 @@ def _empty(x) -> bool:
   return hasattr(x, 'shape') and math.prod(x.shape) == 0
 
 
+def _placeholder_sharding(x) -> jax.sharding.Sharding | None:
+  """Replicated on the leaf's mesh (so a meshed run saves and restores the
+  placeholder like its other leaves), else the default placement."""
+  sharding = getattr(x, 'sharding', None)
+  if isinstance(sharding, jax.sharding.NamedSharding):
+    return jax.sharding.NamedSharding(sharding.mesh,
+                                      jax.sharding.PartitionSpec())
+  return None
+
+
 def _fill_empty(tree: PyTree, abstract: bool = False) -> PyTree:
   """Zero-size arrays (orbax refuses to save them; e.g. MJX's `act` of a
   model without actuator states) become one-element placeholders."""
@@ -38,9 +48,11 @@ def _fill_empty(tree: PyTree, abstract: bool = False) -> PyTree:
   def conv(x):
     if not _empty(x):
       return x
+    sharding = _placeholder_sharding(x)
     if abstract:
-      return jax.ShapeDtypeStruct((1,), x.dtype)
-    return jnp.zeros((1,), x.dtype)
+      return jax.ShapeDtypeStruct((1,), x.dtype, sharding=sharding)
+    z = jnp.zeros((1,), x.dtype)
+    return jax.device_put(z, sharding) if sharding is not None else z
 
   return jax.tree.map(conv, tree)
 

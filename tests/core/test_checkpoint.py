@@ -172,3 +172,21 @@ def test_phases_resume_independently(tmp_path):
   assert max(r['step'] for r in rows if r['phase'] == 'b') == 10
   for c in cks.values():
     c.close()
+
+
+def test_roundtrip_empty_leaf_on_a_mesh(tmp_path):
+  """A zero-size leaf sharded on a mesh comes back with its shape and
+  sharding (its placeholder is saved replicated on the same mesh)."""
+  mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:1]), ('data',))
+  sharding = jax.sharding.NamedSharding(
+      mesh, jax.sharding.PartitionSpec('data'))
+  state = {'x': jax.device_put(jnp.arange(4.0), sharding),
+           'empty': jax.device_put(jnp.zeros((0,)), sharding)}
+  ck = ckpt_lib.Checkpointer(tmp_path / 'ck')
+  ck.save(1, state)
+  ck.wait()
+  restored, _ = ck.restore(ckpt_lib.abstract_like(state))
+  ck.close()
+  assert restored['empty'].shape == (0,)
+  assert restored['empty'].sharding == sharding
+  np.testing.assert_array_equal(restored['x'], state['x'])
