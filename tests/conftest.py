@@ -6,11 +6,29 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 os.environ.setdefault('ICLRJAX_QUIET', '1')
+
+# One XLA compilation cache per test run, shared by the xdist workers and by
+# the processes the tests start (launchers, notebook kernels), so a program
+# compiled once (e.g. a paper's smoke run, which its launcher test and its
+# notebook both execute) is not compiled again. Fresh for every run: the
+# durations a run reports include each compile once.
+_RUN = os.environ.get('PYTEST_XDIST_TESTRUNUID') or f'pid{os.getpid()}'
+os.environ.setdefault('JAX_COMPILATION_CACHE_DIR', str(
+    pathlib.Path(tempfile.gettempdir()) / f'iclrjax-xla-{_RUN}'))
+os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0.5')
+os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES', '0')
+if 'jax' in sys.modules:  # imported before this file: set it directly
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.update('jax_compilation_cache_dir',
+                    os.environ['JAX_COMPILATION_CACHE_DIR'])
+  jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.5)
+  jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -1,10 +1,11 @@
 """Tests for the MJX hopper on slopes and a gap (`rl.reach.hopper`).
 
-The smoke test (default suite, one compile of the vmapped `ReachEnv` step)
-checks the adapter's bookkeeping on MJX states (reward -1 exactly at the
-failure, `info`, resets to `next_theta`) and that the terrain is where it
-should be: from above the gap a passive hopper falls in, on the plateau it
-stands. The slow tests run the coverage evaluation with `rollout_safe` for a
+The default test checks the spec, the regions, the planar kinematics
+against MuJoCo's and the body-terrain clearance against brute force. The
+slow tests check the adapter's bookkeeping on MJX states (one compile of the
+vmapped `ReachEnv` step: reward -1 exactly at the failure, `info`, resets to
+`next_theta`) and that the terrain is where it should be (from above the gap
+a passive hopper falls in, on the plateau it stands); they run the coverage evaluation with `rollout_safe` for a
 random policy and for a joint-space PD controller that holds the standing
 pose, which is safe for the whole 1000-step horizon exactly where the foot
 starts on the flat plateau; and they check that the compact task state steps
@@ -57,7 +58,7 @@ def _brute_body_dist(qpos: np.ndarray) -> np.ndarray:
   return np.array(out)
 
 
-def test_smoke_env_steps_fails_in_gap_and_stands_on_flat():
+def test_spec_regions_kinematics_and_terrain_distance():
   task = hopper.HopperTerrain(horizon=SMOKE_HORIZON)
   env = base.ReachEnv(task)
 
@@ -102,7 +103,17 @@ def test_smoke_env_steps_fails_in_gap_and_stands_on_flat():
     np.testing.assert_allclose(dist(jnp.asarray(q, jnp.float32)),
                                _brute_body_dist(q), atol=1e-3)
 
-  # -- the adapter under jit + vmap, one compile.
+
+# ----------------------------------------------------------------- slow
+
+
+@pytest.mark.slow
+def test_adapter_fails_in_gap_and_stands_on_flat():
+  """The `ReachEnv` adapter on MJX states under jit + vmap (one compile,
+  ~20 s: slow; the adapter's bookkeeping is tested in the default suite on
+  the pendulum and Dubins tasks)."""
+  task = hopper.HopperTerrain(horizon=SMOKE_HORIZON)
+  env = base.ReachEnv(task)
   thetas = jnp.array([[GAP], [FLAT], [FLAT], [SLOPE]])
   modes = jnp.array([ZERO, ZERO, PD, RANDOM])
   n = thetas.shape[0]
@@ -164,9 +175,6 @@ def test_smoke_env_steps_fails_in_gap_and_stands_on_flat():
                                 [SMOKE_HORIZON - 1])
   assert safe[SMOKE_HORIZON - 1, 2]
   np.testing.assert_array_equal(theta[:, 2], np.float32(FLAT))
-
-
-# ----------------------------------------------------------------- slow
 
 
 @pytest.fixture(scope='module')
