@@ -17,6 +17,10 @@ Variants:
   pendulum  pendulum-avoid with a uniform rho (no contest: DR sees it all).
   hopper_smoke / hopper  MJX Hopper on slopes and a gap (theta = initial
           foot x); hopper is the paper's setup for GPU/TPU.
+  lander_smoke / lander  the Kinetix Lander with pixel observations (theta =
+          the lander's initial x, y; needs kinetix-env, see README); lander
+          is the paper's scale (512 envs x 16 steps x 5500 iterations) for
+          GPU/TPU, lander_smoke a CPU check that it trains.
 
 Claims (experiments/fge.py `evaluate_claims`), per-seed gaps with 95%
 t-intervals: FGE beats the best of DR / PLR / RARL on the challenging
@@ -28,7 +32,7 @@ FGE's coverage loss against DR is <= claims.loss_max.
 import ml_collections
 
 VARIANTS = ('smoke', 'default', 'paper', 'pendulum_skewed', 'pendulum',
-            'hopper_smoke', 'hopper')
+            'hopper_smoke', 'hopper', 'lander_smoke', 'lander')
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -58,7 +62,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       gamma=0.995, gae_lambda=0.95, clip_eps=0.1, ent_coef=1e-3, vf_coef=0.5,
       max_grad_norm=1.0, learning_rate=3e-4, anneal_lr=False,
       hidden=(64, 64), activation='tanh', normalize_obs=False,
-      normalize_adv=True, shuffle=True))
+      normalize_adv=True, shuffle=True,
+      # (features, kernel, stride) of the CNN on pixel tasks (lander only).
+      conv=((16, 8, 4), (32, 4, 2))))
   c.fge = ml_collections.ConfigDict(dict(
       p_base=0.02, p_explore=0.8, p_predci=0.08, frac_latest=0.2,
       threshold=0.4, label_smoothing=0.05, alpha=0.5,
@@ -147,6 +153,48 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       # policy generalises from the strong-torque box), so the gap FGE can
       # show is at most ~0.3.
       c.claims.gap_min = 0.1
+  elif variant in ('lander_smoke', 'lander'):
+    # The paper's pixel task: a CNN on 3 stacked 62 x 62 frames (rl/networks
+    # PixelEncoder), 9 thrust actions, 150-step episodes; the classifiers
+    # and the flow read theta's box coordinates (as the paper's code does).
+    c.task = 'lander'
+    c.task_kwargs = ml_collections.ConfigDict({'horizon': 150})
+    c.methods = ('fge', 'fge_explore_only', 'dr', 'uniform', 'plr', 'rarl')
+    c.eval_points = 256             # a 16 x 16 grid over (x, y)
+    c.claims.region = 'all'
+    c.ppo.num_envs = 512
+    c.ppo.num_steps = 16
+    c.ppo.num_epochs = 2
+    c.ppo.num_minibatches = 16
+    c.ppo.hidden = (256,)
+    c.ppo.activation = 'relu'
+    c.fge.clf_hidden = (256, 256)
+    c.fge.max_episodes = 1024
+    c.num_updates = 5500
+    c.updates_per_chunk = 100
+    c.eval_every = 500
+    if variant == 'lander_smoke':
+      c.num_seeds = 2
+      c.methods = ('fge', 'dr')
+      c.eval_points = 16
+      c.ppo.num_envs = 8
+      c.ppo.num_steps = 8
+      c.ppo.num_minibatches = 2
+      c.ppo.hidden = (32,)
+      c.ppo.conv = ((8, 8, 4), (8, 4, 2))
+      c.fge.clf_hidden = (16,)
+      c.num_updates = 4
+      c.updates_per_chunk = 2
+      c.log_every = 1
+      c.eval_every = 2
+      c.fge.density = 'kde'
+      c.fge.explore_candidates = 32
+      c.fge.collide_candidates = 8
+      c.fge.prioq_candidates = 4
+      c.fge.predci_candidates = 32
+      c.fge.predci_capacity = 16
+      c.fge.rehearse_candidates = 16
+      c.fge.max_episodes = 64
   elif variant in ('hopper_smoke', 'hopper'):
     # The paper's MuJoCo task: theta = initial foot x on slopes and a gap.
     c.task = 'hopper'

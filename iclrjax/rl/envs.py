@@ -53,6 +53,8 @@ class EnvSpec(NamedTuple):
   action_low: float | None  # Continuous only (scalar bound), else None.
   action_high: float | None
   max_steps: int  # Time limit (truncation) per episode.
+  # Pixel observations: obs = image [H, W, C] flattened, then extra features.
+  image_shape: tuple[int, ...] | None = None
 
 
 class Step(NamedTuple):

@@ -324,7 +324,8 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
   if f.density_input == 'theta':
     density_x, dx = to_box, d
   else:
-    density_x, dx = (lambda th: base.initial_obs(task, th)), int(task.obs_dim)
+    density_x = lambda th: base.initial_obs(task, th)
+    dx = int(task.feature_dim)
   flow = (SplineFlow(dx, f.flow_layers, f.flow_width, f.flow_knots,
                      f.flow_interval, f.flow_lr, f.flow_weight_decay)
           if f.density == 'flow' else None)
@@ -339,7 +340,7 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
                            f.kde_bandwidth)
 
   def new_classifier(key):
-    params = clf_net.init(key, jnp.zeros((int(task.obs_dim),)))
+    params = clf_net.init(key, jnp.zeros((int(task.feature_dim),)))
     return Classifier(params, clf_tx.init(params))
 
   def fit(clf: Classifier, theta, labels, weights) -> tuple[Classifier, Any]:

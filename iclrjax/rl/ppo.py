@@ -78,6 +78,17 @@ class PPOState(NamedTuple):
                           # the threshold (-1: not yet)
 
 
+def actor_critic(spec: envs_lib.EnvSpec, c: ml_collections.ConfigDict
+                 ) -> networks.ActorCritic:
+  """The PPO network for `spec`: MLPs of `c.hidden`; on pixel observations
+  (`spec.image_shape`) behind a CNN of `c.conv` layers (default
+  `networks.DEFAULT_CONV`)."""
+  return networks.ActorCritic(
+      spec.num_actions, spec.discrete, tuple(c.hidden), c.activation,
+      image_shape=spec.image_shape,
+      conv=tuple(tuple(x) for x in c.get('conv', networks.DEFAULT_CONV)))
+
+
 def default_hparams(c: ml_collections.ConfigDict) -> dict[str, jax.Array]:
   return {k: jnp.asarray(c[k], jnp.float32) for k in SWEEPABLE}
 
@@ -92,8 +103,7 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
   from it besides PPO (e.g. FGE's feasibility buffers, `rl.fge`).
   """
   spec = env.spec
-  net = networks.ActorCritic(spec.num_actions, spec.discrete,
-                             tuple(c.hidden), c.activation)
+  net = actor_critic(spec, c)
   batch_size = c.num_envs * c.num_steps
 
   def make_tx(learning_rate):
@@ -201,8 +211,7 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
 def greedy_policy(spec: envs_lib.EnvSpec, c: ml_collections.ConfigDict):
   """act(params, norm, obs) -> the deterministic action of `make_ppo`'s actor
   (argmax of the logits; tanh of the Gaussian mean, scaled to the bounds)."""
-  net = networks.ActorCritic(spec.num_actions, spec.discrete,
-                             tuple(c.hidden), c.activation)
+  net = actor_critic(spec, c)
 
   def act(params, norm: ro.RunningNorm, obs: jax.Array) -> jax.Array:
     out, _ = net.apply(params, norm(obs, c.normalize_obs))

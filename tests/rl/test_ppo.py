@@ -10,6 +10,7 @@ from configs import kernel_ppo as kc
 from iclrjax.core import loop
 from iclrjax.rl import distributions as dist
 from iclrjax.rl import envs
+from iclrjax.rl import networks
 from iclrjax.rl import ppo
 from iclrjax.rl import rollout as ro
 
@@ -186,3 +187,40 @@ def test_ppo_learns_brax_mjx_inverted_pendulum():
                                 BRAX_TEST_UPDATES * batch)
   np.testing.assert_allclose(np.asarray(state.norm.count),
                              BRAX_TEST_UPDATES * batch + 1e-4, rtol=1e-6)
+
+
+def test_pixel_encoder_reads_the_image_and_appends_the_extras():
+  """`PixelEncoder` reshapes the first H W C entries to the image, runs the
+  CNN, appends the extras unchanged; any leading dims; a pixel change moves
+  the features and the PPO network built from a pixel spec uses it."""
+  shape = (12, 12, 2)
+  n = int(np.prod(shape))
+  enc = networks.PixelEncoder(shape, ((4, 4, 2), (3, 3, 1)))
+  obs = jax.random.uniform(jax.random.key(0), (2, 5, n + 3))
+  params = enc.init(jax.random.key(1), obs[0, 0])
+  out = enc.apply(params, obs)
+  # 12 -> 5 -> 3 (VALID convolutions), 3 features: 27, then the 3 extras.
+  assert out.shape == (2, 5, 27 + 3)
+  np.testing.assert_array_equal(out[..., -3:], obs[..., -3:])
+  np.testing.assert_allclose(out[1, 2], enc.apply(params, obs[1, 2]),
+                             rtol=1e-6, atol=1e-6)
+  # The image is the first H W C entries in HWC order: a one-layer encoder's
+  # first 4 features are relu of the kernels against the top-left 4 x 4
+  # patch (biases start at 0).
+  one = networks.PixelEncoder(shape, ((4, 4, 2),))
+  p1 = one.init(jax.random.key(3), obs[0, 0])
+  img = obs[0, 0, :n].reshape(shape)
+  pre = jnp.sum(img[:4, :4, :, None] * p1['params']['Conv_0']['kernel'],
+                (0, 1, 2))
+  f1 = one.apply(p1, obs[0, 0])
+  assert f1.shape == (5 * 5 * 4 + 3,) and (pre > 0).any()
+  np.testing.assert_allclose(f1[:4], jax.nn.relu(pre), rtol=1e-5, atol=1e-6)
+  moved = obs.at[0, 0, 5].add(1.0)
+  assert not np.allclose(enc.apply(params, moved)[0, 0, :-3], out[0, 0, :-3])
+  spec = envs.EnvSpec('pix', (n + 3,), True, 4, None, None, 10,
+                      image_shape=shape)
+  cfg = kc.get_config('smoke').ppo
+  net = ppo.actor_critic(spec, cfg)
+  assert net.image_shape == shape
+  logits, value = net.apply(net.init(jax.random.key(2), obs[0, 0]), obs)
+  assert logits.shape == (2, 5, 4) and value.shape == (2, 5)

@@ -6,12 +6,12 @@ from typing import Any
 
 from iclrjax.rl.reach.base import ReachEnv, ReachTask  # noqa: F401
 
-TASKS = ('toylevels', 'pendulum', 'hopper', 'dubins')
+TASKS = ('toylevels', 'pendulum', 'hopper', 'dubins', 'lander')
 
 
 def task_class(name: str) -> type[ReachTask]:
-  """The task class of 'toylevels' | 'pendulum' | 'hopper' | 'dubins'
-  (MJX: imported only when asked for)."""
+  """The task class of 'toylevels' | 'pendulum' | 'hopper' | 'dubins' |
+  'lander' (MJX and Kinetix: imported only when asked for)."""
   # pylint: disable=g-import-not-at-top
   if name == 'toylevels':
     from iclrjax.rl.reach import toylevels
@@ -25,6 +25,9 @@ def task_class(name: str) -> type[ReachTask]:
   if name == 'hopper':
     from iclrjax.rl.reach import hopper
     return hopper.HopperTerrain
+  if name == 'lander':
+    from iclrjax.rl.reach import lander
+    return lander.KinetixLander
   raise ValueError(f'Unknown reach task {name!r}: use one of {TASKS}')
 
 

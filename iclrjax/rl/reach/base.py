@@ -48,6 +48,20 @@ class ReachTask:
   # Whether `feasible` is exact (ToyLevels) or a numerical approximation
   # (a grid viability kernel), which decides how a disagreement is read.
   exact_ground_truth: bool = True
+  # Pixel tasks: the observation is an image [H, W, C] flattened, then any
+  # extra features; the policy network reads it with a CNN (rl.networks).
+  image_shape: tuple[int, ...] | None = None
+
+  @property
+  def feature_dim(self) -> int:
+    """Size of `initial_features` (the classifiers' input)."""
+    return int(self.obs_dim)
+
+  def initial_features(self, theta: jax.Array) -> jax.Array:
+    """What FGE's classifiers and novelty density read for theta: the
+    initial observation (the paper's obs0); pixel tasks return theta's box
+    coordinates instead, as the paper's code does there."""
+    return jnp.asarray(self.observe(self.init_state(theta)), jnp.float32)
 
   @property
   def theta_dim(self) -> int:
@@ -130,7 +144,9 @@ class ReachEnv(envs_lib.Env):
         name=task.name, obs_shape=(int(task.obs_dim),),
         discrete=bool(task.discrete), num_actions=int(task.num_actions),
         action_low=task.action_low, action_high=task.action_high,
-        max_steps=int(task.horizon))
+        max_steps=int(task.horizon),
+        image_shape=(None if task.image_shape is None
+                     else tuple(task.image_shape)))
 
   def reset_to(self, theta: jax.Array) -> tuple[jax.Array, ReachState]:
     s = self.task.init_state(theta)
@@ -174,10 +190,9 @@ def set_next_theta(env_state: ReachState, theta_E: jax.Array) -> ReachState:
 
 
 def initial_obs(task: ReachTask, theta_N: jax.Array) -> jax.Array:
-  """obs(s0(theta)) for a batch of theta: the classifiers' input (the paper
-  conditions its classifiers on the initial observation)."""
-  return jax.vmap(lambda th: jnp.asarray(
-      task.observe(task.init_state(th)), jnp.float32))(theta_N)
+  """`task.initial_features` for a batch of theta: the classifiers' input
+  (the paper conditions its classifiers on the initial observation)."""
+  return jax.vmap(task.initial_features)(theta_N)
 
 
 def rollout_safe(task: ReachTask, act: Callable[[jax.Array], jax.Array],
