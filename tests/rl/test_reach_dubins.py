@@ -124,3 +124,25 @@ def test_reach_env_under_jit_vmap():
                                 np.asarray(steps.terminated))
   # Every env ends an episode (failure or the 30-step limit) within 40.
   assert np.asarray(steps.info['done']).any(0).all()
+
+
+def test_skewed_nominal_and_regions():
+  """The skewed rho puts 0.9 + 0.099 x (easy share of the box) on the easy
+  region and ~1e-3 + 0.099 x (hard share) on the hard one; regions split
+  the box as the docstring says."""
+  task = dubins.DubinsCircle(nominal='skewed')
+  th = np.asarray(jax.jit(jax.vmap(task.sample_nominal))(
+      jax.random.split(jax.random.key(0), 40_000)))
+  assert np.all((th >= task.theta_low) & (th <= task.theta_high))
+  reg = np.asarray(jax.vmap(task.region_of)(jnp.asarray(th)))
+  span = dubins.W_MAX - dubins.W_MIN
+  easy_share = ((dubins.EASY_W[1] - dubins.EASY_W[0]) / span) ** 2
+  hard_share = ((dubins.W_MAX - dubins.HARD_W1) / span
+                * (dubins.EASY_W[1] - dubins.EASY_W[0]) / span)
+  np.testing.assert_allclose(np.mean(reg == 0), 0.9 + 0.099 * easy_share,
+                             atol=0.005)
+  np.testing.assert_allclose(np.mean(reg == 1), 1e-3 + 0.099 * hard_share,
+                             atol=0.002)
+  assert [int(task.region_of(jnp.array(t))) for t in
+          ([0.3, 0.5, 1.0, 1.0], [0.8, 0.3, 1.0, 1.0], [0.8, 0.8, 1.0, 1.0],
+           [0.1, 0.3, 1.0, 1.0])] == [0, 1, 2, 2]

@@ -28,6 +28,17 @@ relative to the ego, radial offset, relative normalised speed, length.
 
 There is no ground-truth feasible set (`feasible` returns None): coverage
 is the fraction of an evaluation grid the trained policy keeps safe.
+
+Regions (for the contest of configs/fge.py:dubins_skewed): 'easy', both
+cars at omega in [0.2, 0.6] (the ego, whose angular speed is v / r in
+[0.17, 0.70] on the inner lane and [0.14, 0.55] on the outer, can match
+either); 'hard', car 1 (on the ego's starting lane) at omega >= 0.7 with
+car 2 as in 'easy': car 1 is faster than the ego can drive and catches it
+from behind, so the ego has to move out of its way into the outer lane,
+past car 2; 'rest', the rest of the box. `nominal='skewed'` samples the
+easy box with probability 0.9, the hard box with 1e-3 and the whole box
+with 0.099 (`skew_probs`), so domain randomisation rarely sees the hard
+region.
 """
 
 from __future__ import annotations
@@ -51,6 +62,10 @@ W_MIN, W_MAX = math.pi / 32, 11 * math.pi / 40
 L_MIN, L_MAX = 0.6, 2.0
 NUM_CARS = 2
 TWO_PI = 2.0 * math.pi
+EASY_W = (0.2, 0.6)   # both cars' omega in the easy region
+HARD_W1 = 0.7         # car 1's omega from which it laps the ego
+NOMINALS = ('uniform', 'skewed')
+REGION_NAMES = ('easy', 'hard', 'rest')
 
 
 class DubinsState(NamedTuple):
@@ -82,18 +97,45 @@ class DubinsCircle(ReachTask):
   discrete = False
   num_actions = 2
   action_low, action_high = -1.0, 1.0
-  region_names = ('all',)
+  region_names = REGION_NAMES
   exact_ground_truth = False
 
   def __init__(self, horizon: int = 1000, dt: float = 0.1,
-               release_rectangles: bool = True):
+               release_rectangles: bool = True, nominal: str = 'uniform',
+               skew_probs: tuple[float, float, float] = (0.9, 1e-3, 0.099)):
+    if nominal not in NOMINALS:
+      raise ValueError(f'nominal must be one of {NOMINALS}, got {nominal!r}')
+    if len(skew_probs) != 3 or abs(sum(skew_probs) - 1.0) > 1e-6:
+      raise ValueError('skew_probs must be 3 probabilities summing to 1 '
+                       f'(easy, hard, whole box), got {skew_probs}')
     self.horizon = int(horizon)
     self.dt = float(dt)
     self.release_rectangles = bool(release_rectangles)
+    self.nominal = nominal
+    self.skew_probs = tuple(float(p) for p in skew_probs)
 
   def sample_nominal(self, key: jax.Array) -> jax.Array:
-    return jax.random.uniform(key, (4,), minval=self.theta_low,
-                              maxval=self.theta_high)
+    """theta ~ rho: uniform on the box, or the skewed mixture of the easy
+    box, the hard box and the whole box (module docstring)."""
+    lo, hi = jnp.asarray(self.theta_low), jnp.asarray(self.theta_high)
+    if self.nominal == 'uniform':
+      return jax.random.uniform(key, (4,), minval=lo, maxval=hi)
+    k_c, k_u = jax.random.split(key)
+    u = jax.random.uniform(k_u, (4,))
+    lengths = lo[2:] + u[2:] * (hi[2:] - lo[2:])
+    w = lambda a, b, x: a + x * (b - a)
+    easy = jnp.concatenate([w(*EASY_W, u[:2]), lengths])
+    hard = jnp.concatenate([jnp.stack([w(HARD_W1, W_MAX, u[0]),
+                                       w(*EASY_W, u[1])]), lengths])
+    box = lo + u * (hi - lo)
+    c = jax.random.choice(k_c, 3, p=jnp.asarray(self.skew_probs))
+    return jnp.stack([easy, hard, box])[c].astype(jnp.float32)
+
+  def region_of(self, theta: jax.Array) -> jax.Array:
+    inside = lambda x: (x >= EASY_W[0]) & (x <= EASY_W[1])
+    easy = inside(theta[0]) & inside(theta[1])
+    hard = (theta[0] >= HARD_W1) & inside(theta[1])
+    return jnp.where(easy, 0, jnp.where(hard, 1, 2)).astype(jnp.int32)
 
   def init_state(self, theta: jax.Array) -> DubinsState:
     ego = jnp.array([LANES[0], 0.0, math.pi / 2, 0.5 * (V_MIN + V_MAX)])
