@@ -41,6 +41,15 @@ VARIANTS = ('smoke', 'default', 'paper', 'pendulum_skewed', 'pendulum',
             'dubins_skewed')
 
 
+def _small_fge(f: ml_collections.ConfigDict) -> None:
+  """FGE's candidate counts and buffers cut down for the tiny CPU checks of
+  the expensive tasks (hopper_smoke, lander_smoke)."""
+  f.update(dict(explore_candidates=32, collide_candidates=8,
+                prioq_candidates=4, flow_layers=2, flow_width=16,
+                predci_candidates=32, predci_capacity=16,
+                rehearse_candidates=16, max_episodes=64))
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   variant = arg or 'default'
   if variant not in VARIANTS:
@@ -212,14 +221,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       c.updates_per_chunk = 2
       c.log_every = 1
       c.eval_every = 2
+      _small_fge(c.fge)
       c.fge.density = 'kde'
-      c.fge.explore_candidates = 32
-      c.fge.collide_candidates = 8
-      c.fge.prioq_candidates = 4
-      c.fge.predci_candidates = 32
-      c.fge.predci_capacity = 16
-      c.fge.rehearse_candidates = 16
-      c.fge.max_episodes = 64
   elif variant in ('hopper_smoke', 'hopper'):
     # The paper's MuJoCo task: theta = initial foot x on slopes and a gap.
     c.task = 'hopper'
@@ -252,13 +255,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       c.updates_per_chunk = 2
       c.log_every = 1
       c.eval_every = 2
-      c.fge.explore_candidates = 32
-      c.fge.collide_candidates = 8
-      c.fge.prioq_candidates = 4
-      c.fge.flow_layers = 2
-      c.fge.flow_width = 16
-      c.fge.predci_candidates = 32
-      c.fge.predci_capacity = 16
-      c.fge.rehearse_candidates = 16
-      c.fge.max_episodes = 64
+      _small_fge(c.fge)
   return c
