@@ -406,3 +406,16 @@ def test_default_matches_the_oracle_sampler(default_run):
 def test_pendulum_skewed_contest(tmp_path):
   out = EXPERIMENT.execute(fc.get_config('pendulum_skewed'), tmp_path / 'p')
   assert _claim(out, 'FGE covers the feasible theta')['holds']
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'dubins_skewed (8 seeds, 2000 iterations of 64 envs x 30 steps, ~30 '
+    'min): hard-region grid coverage FGE 0.587 vs PLR 0.498, DR 0.468, RARL '
+    '0.277 (gap +0.090 +- 0.168, needs >= 0.1 at the lower bound); '
+    'uniform-box DR 0.598 and the explore-only ablation 0.637 do as well: '
+    'every method keeps the omega_1 = 0.71 half of the grid, where the car '
+    'barely laps the ego, and almost none the 0.86 half at this budget.'))
+def test_dubins_skewed_contest(tmp_path):
+  out = EXPERIMENT.execute(fc.get_config('dubins_skewed'), tmp_path / 'd')
+  assert _claim(out, 'FGE covers the hard region')['holds']
