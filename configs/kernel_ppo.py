@@ -3,7 +3,9 @@
   python -m experiments.kernel_ppo --config=configs/kernel_ppo.py:smoke --workdir=/tmp/kppo
 
 Variants:
-  smoke   (CI, seconds) CartPole, 2 seeds, a few thousand steps.
+  smoke   (CI, seconds) CartPole, 5 seeds, a few thousand steps, in chunks
+          of 10 updates (tests/rl/test_kernel_ppo.py's 100k-step claim run
+          is this config at a larger budget: the two share compiles).
   default (CPU, ~5 min) the paper's setup at its batch structure (1 env x 128
           steps, 4 epochs x 4 minibatches of 32, Adam 1e-3, c_e 0.05, c_v 1):
           network form with Delta_k = k^-p for p in (0.2, 0.5, 1.5) as a vmap
@@ -89,7 +91,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       ridge_power=0.5, step_scale=1.0,
       sample_power=0.5))
   if variant == 'smoke':
-    c.num_seeds = 2
+    c.num_seeds = 5
     c.envs = ('CartPole-v1',)
     c.ppo_envs = ('CartPole-v1',)
     c.env_steps = (2560,)

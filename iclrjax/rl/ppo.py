@@ -12,6 +12,8 @@ The whole iteration is pure and scan-compiled; `core.loop` scans over
 iterations, vmaps over seeds, and sweeps hyperparameters as a vmap axis:
 `learning_rate`, `ent_coef` and `clip_eps` live in the state (`hparams`), so
 `init(key, hparams)` with a batch of hparams trains one agent per point.
+The learning-rate annealing horizon (`num_updates`) is a state entry too, so
+one compiled step serves every training budget.
 Discrete (categorical) and continuous (tanh-Gaussian) action spaces.
 """
 
@@ -140,6 +142,7 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
   def init(key: jax.Array, hparams: Mapping[str, jax.Array] | None = None
            ) -> PPOState:
     hparams = dict(hparams) if hparams is not None else default_hparams(c)
+    hparams.setdefault('num_updates', jnp.float32(num_updates))
     k_net, k_env, k_run = jax.random.split(key, 3)
     obs, env_state = jax.vmap(env.reset)(jax.random.split(k_env, c.num_envs))
     params = net.init(k_net, obs[0])
@@ -186,7 +189,8 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
             'log_prob': batch.log_prob, 'adv': adv, 'target': target}
     hp = state.hparams
     lr = hp['learning_rate'] * (
-        1.0 - t.astype(jnp.float32) / num_updates if c.anneal_lr else 1.0)
+        1.0 - t.astype(jnp.float32) / hp['num_updates'] if c.anneal_lr
+        else 1.0)
     opt_state = state.opt_state
     opt_state.hyperparams['learning_rate'] = lr
 

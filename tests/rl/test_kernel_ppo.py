@@ -106,18 +106,19 @@ def test_schedules_and_sample_size():
                                                64, 0.0), [2e-3, 2e-3])
 
 
-CLAIM_STEPS = 100_000
+CLAIM_STEPS = 99_840  # 780 updates of 128 steps: 78 chunks of 10
 
 
 @pytest.fixture(scope='module')
 def small_run(tmp_path_factory):
-  """CartPole at 100k steps: p in {0.5, 1.5} and PPO, 5 seeds (~1 min)."""
-  cfg = kc.get_config()
-  cfg.num_seeds = 5
-  cfg.envs, cfg.env_steps = ('CartPole-v1',), (CLAIM_STEPS,)
-  cfg.ppo_envs = ('CartPole-v1',)
-  cfg.powers = (0.5, 1.5)
+  """CartPole at ~100k steps: p in {0.5, 1.5} and PPO, 5 seeds (~30 s). The
+  smoke config at a larger budget, so the compiled NPG and PPO chunks are the
+  launcher smoke test's (one XLA cache per test run, tests/conftest.py)."""
+  cfg = kc.get_config('smoke')
+  assert cfg.num_seeds == 5 and cfg.updates_per_chunk == 10
+  cfg.env_steps = (CLAIM_STEPS,)
   cfg.rkhs_envs = ()
+  cfg.log_every = 10
   return EXPERIMENT.execute(cfg, tmp_path_factory.mktemp('kppo_small'))
 
 

@@ -130,12 +130,10 @@ class KinetixLander(ReachTask):
     levels = np.linspace(0.0, 1.0, 3, dtype=np.float32)
     self._thrust = np.stack(np.meshgrid(levels, levels), -1).reshape(-1, 2)
     pairs = np.asarray(self._engine.poly_poly_pairs)
-    in_parts = lambda i: np.isin(i, self.parts)
-    self._floor_pairs = ((in_parts(pairs[:, 0]) & (pairs[:, 1] == self.floor))
-                         | (in_parts(pairs[:, 1])
-                            & (pairs[:, 0] == self.floor)))
-    self._pad_pairs = ((in_parts(pairs[:, 0]) & (pairs[:, 1] == self.pad))
-                       | (in_parts(pairs[:, 1]) & (pairs[:, 0] == self.pad)))
+    def touching(shape):  # pairs of one lander part and `shape`
+      a, b = np.isin(pairs, self.parts).T
+      return (a & (pairs[:, 1] == shape)) | (b & (pairs[:, 0] == shape))
+    self._floor_pairs, self._pad_pairs = touching(self.floor), touching(self.pad)
 
   # -- theta and the initial state --------------------------------------------
   def sample_nominal(self, key: jax.Array) -> jax.Array:
