@@ -7,7 +7,7 @@
 Three parts, one process, one after another:
 
 1. Training throughput. The default-config trainers of the two likelihood
-   experiments: QDPM and VDM (`qdpm.make_trainer`, configs/qdpm.py default:
+   experiments: QDPM and VDM (`experiments.qdpm.make_trainer`, configs/qdpm.py default:
    ResMLP width 256, 3 blocks, Fourier features (2, 4), batch 128, digits
    D = 64 on [-1, 1]) and the rectified-flow DiT (`flow.make_trainer`,
    configs/bwcache.py default: width 64, depth 4, 4 heads, patch 2, batch 128,
@@ -83,15 +83,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks import timing
 from configs import bwcache as bwcache_config
 from configs import qdpm as qdpm_config
-from benchmarks import timing
+from experiments import qdpm as qdpm_exp
 from iclrjax.core import loop
 from iclrjax.diffusion import bwcache
 from iclrjax.diffusion import dit
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
-from iclrjax.diffusion import qdpm
 
 _CHUNK = flags.DEFINE_integer('chunk_steps', 50,
                               'Training steps per timed (compiled) chunk.')
@@ -151,7 +151,7 @@ def _trainers(variant: str | None):
   levels = jnp.asarray(images.grid(images.DIGITS_LEVELS, qc.scale),
                        jnp.float32)
   for kind in ('qdpm', 'vdm'):
-    init, step, _ = qdpm.make_trainer(kind, qc, train_x, levels)
+    init, step, _ = qdpm_exp.make_trainer(kind, qc, train_x, levels)
     out[kind] = (init, step, train_x, qc.batch_size,
                  f'ResMLP w{qc.width} x{qc.blocks}, D={train_x.shape[1]}')
   bc = bwcache_config.get_config(variant)

@@ -32,7 +32,7 @@ and the continuous-time diffusion loss 0.5 gamma'(t) ||eps - epshat||^2
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -154,26 +154,35 @@ def mc_mean(fn: Callable[[jax.Array], jax.Array], key: jax.Array,
   return Estimate(v_NxB.mean(0), v_NxB.std(0, ddof=1) / math.sqrt(num_draws))
 
 
-def t_of_u(u: jax.Array) -> jax.Array:
-  """t = 1 / sqrt(-log u), the inverse of u = exp(-1/t^2); t(0) = 0."""
-  return jax.lax.rsqrt(-jnp.log(u))
+def t_of_u(u: jax.Array, unit: float = 1.0) -> jax.Array:
+  """t = unit / sqrt(-log u), the inverse of `u_of_t`; t(0) = 0."""
+  return unit * jax.lax.rsqrt(-jnp.log(u))
 
 
-def u_of_t(t: jax.Array) -> jax.Array:
-  """u = exp(-1/t^2) (QDPM's time variable); u(0) = 0, u(inf) = 1."""
-  t2 = jnp.maximum(jnp.square(t), jnp.finfo(jnp.float32).tiny)
+def u_of_t(t: jax.Array, unit: float = 1.0) -> jax.Array:
+  """u = exp(-(unit/t)^2) (QDPM's time variable); u(0) = 0, u(inf) = 1.
+
+  `unit` is the length t is measured in: the paper's exp(-1/t^2) is unit 1
+  (its data are integers, grid spacing 1); unit = grid spacing keeps that
+  gate on any data scale (`qdpm.gate_unit`).
+  """
+  t2 = jnp.maximum(jnp.square(t / unit), jnp.finfo(jnp.float32).tiny)
   return jnp.exp(-1.0 / t2)
 
 
 def u_uniform_mc(sq_err: Integrand, key: jax.Array, num_draws: int,
-                 batch_size: int, draws_per_call: int | None = None
-                 ) -> Estimate:
-  """QDPM's estimator: int_0^inf t^-3 e(t) dt = E_{u ~ U(0,1)} e(t(u)) / (2u).
+                 batch_size: int, draws_per_call: int | None = None,
+                 unit: float = 1.0, dtype: Any = jnp.float32) -> Estimate:
+  """QDPM's estimator: int_0^inf t^-3 e(t) dt = E_{u ~ U(0,1)} e(t(u)) /
+  (2 unit^2 u), with t(u) = `t_of_u(u, unit)` (t^-3 dt = du / (2 unit^2 u)).
 
-  u is drawn with `jax.random.uniform` in float32 (multiples of 2^-23 in
-  [0, 1), even under x64), as a float32 implementation of the paper would.
-  A draw u = 0 (t = 0) contributes its limit 0, valid when e(t) / (2u) -> 0
-  as t -> 0 (QDPM: e vanishes super-exponentially).
+  u is drawn with `jax.random.uniform` in `dtype` (float32: multiples of
+  2^-23 in [0, 1), as a float32 implementation of the paper would; float64
+  under x64 resolves u down to ~1e-16, which does not remove the estimator's
+  low bias: t < 0.25 unit needs u < exp(-16) ~ 1e-7, a heavy tail that n
+  draws of a few thousand almost never visit). A draw u = 0 (t = 0)
+  contributes its limit 0, valid when e(t) / u -> 0 as t -> 0 (QDPM: e
+  vanishes super-exponentially).
 
   Args:
     sq_err: sq_err(key, t [B]) -> e(t) [B], e.g. ||x0 - xhat(x0 + t eps, t)||^2
@@ -188,9 +197,10 @@ def u_uniform_mc(sq_err: Integrand, key: jax.Array, num_draws: int,
   """
   def one(k):
     k_u, k_e = jax.random.split(k)
-    u = jax.random.uniform(k_u, (batch_size,), jnp.float32)
-    e = sq_err(k_e, t_of_u(u))
-    return jnp.where(u > 0, e / (2.0 * jnp.where(u > 0, u, 1.0)), 0.0)
+    u = jax.random.uniform(k_u, (batch_size,), dtype)
+    e = sq_err(k_e, t_of_u(u, unit))
+    return jnp.where(u > 0, e / (2.0 * unit**2 * jnp.where(u > 0, u, 1.0)),
+                     0.0)
   return mc_mean(one, key, num_draws, draws_per_call)
 
 

@@ -60,8 +60,14 @@ the lower tail int_0^t_lo, which is below float32 resolution with the
 default t_lo = min(s/100, 0.1) (s = grid spacing): there the softround
 error needs |eps| > s / (2 t_lo) = 50 and u <= exp(-100).
 
-Training in u (paper) never visits t < ~0.25 in float32 (u is a multiple of
-2^-23); the alternative `time_sampling='log_t'` draws log t uniformly over
+Units of the gate: the paper's u = exp(-1/t^2) is for integer-valued data
+(grid spacing 1); every function here takes `unit` (u = exp(-(unit/t)^2),
+`gate_unit`), and unit = the grid spacing makes QDPM on any data scale the
+integer-data model in other units (tested), while unit 1 on [-1, 1] data
+keeps the correction off below t ~ 3 grid steps.
+
+Training in u (paper) almost never visits t < 0.25 unit (u < exp(-16) ~
+1e-7; in float32 u is also a multiple of 2^-23); the alternative `time_sampling='log_t'` draws log t uniformly over
 [t_lo, t_hi] (stratified over the batch) with weight (log t_hi - log t_lo)
 t^-2 on ||x_0 - xhat||^2 (since t^-3 dt = t^-2 dlog t).
 
@@ -79,7 +85,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from absl import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -97,6 +102,27 @@ def grid_spacing(levels: Any) -> float:
   """The smallest gap of a concrete grid (levels must not be traced)."""
   g = np.asarray(levels, np.float64)
   return float(np.min(np.diff(g)))
+
+
+GATES = ('grid', 'absolute')
+
+
+def gate_unit(levels: Any, gate: str = 'grid') -> float:
+  """The length unit of QDPM's time gate u = exp(-(unit/t)^2).
+
+  The paper writes u = exp(-1/t^2) for integer-valued data (grid spacing 1):
+  the correction deltahat is switched on once the noise t is about one grid
+  step. 'grid' keeps that in grid units on any data scale (unit = the grid
+  spacing, so [-1, 1] data get the integer-data model); 'absolute' takes the
+  formula literally (unit 1), which at spacing s << 1 leaves u < exp(-1/(3
+  s)^2) for t < 3 s, i.e. no correction where the bits are decided (an
+  ideal QDPM of a 17-level law then scores ~3.05 bits instead of its 2.05).
+  """
+  if gate == 'grid':
+    return grid_spacing(levels)
+  if gate == 'absolute':
+    return 1.0
+  raise ValueError(f"gate must be one of {GATES}, got {gate!r}.")
 
 
 def default_t_range(levels: Any) -> tuple[float, float]:
@@ -166,20 +192,22 @@ def input_scale(t: jax.Array) -> jax.Array:
 
 # -- QDPM ---------------------------------------------------------------------------
 def xhat(net: Net, params: Any, x_t: jax.Array, t: jax.Array,
-         levels: jax.Array) -> jax.Array:
-  """softround(x_t, t) + exp(-1/t^2) net(params, x_t / sqrt(1+t^2), u) (Eq. 17).
+         levels: jax.Array, unit: float = 1.0) -> jax.Array:
+  """softround(x_t, t) + u net(params, x_t / sqrt(1+t^2), u) (Eq. 17), with
+  u = exp(-(unit/t)^2) (`gate_unit`; the paper's exp(-1/t^2) is unit 1).
 
   One example: x_t [D], t a scalar (vmap for batches; see `xhat_batch`).
   t = 0 gives round(x_t) exactly (u = 0); large t stays finite.
   """
-  u = lik.u_of_t(t)
+  u = lik.u_of_t(t, unit)
   dh = net(params, x_t * input_scale(t), u)
   return softround(x_t, t, levels) + u * dh
 
 
-def xhat_batch(net: Net, params: Any, levels: jax.Array) -> XhatFn:
+def xhat_batch(net: Net, params: Any, levels: jax.Array,
+               unit: float = 1.0) -> XhatFn:
   """(x_t [B, D], t [B]) -> QDPM xhat [B, D]."""
-  return jax.vmap(lambda x, t: xhat(net, params, x, t, levels))
+  return jax.vmap(lambda x, t: xhat(net, params, x, t, levels, unit))
 
 
 def _terms(net: Net, params: Any, x0: jax.Array, eps: jax.Array,
@@ -203,13 +231,16 @@ def _uniform_batch(key: jax.Array, batch: int, antithetic: bool) -> jax.Array:
 def loss(net: Net, params: Any, x0: jax.Array, key: jax.Array,
          levels: jax.Array, time_sampling: str = 'log_t',
          t_range: tuple[float, float] | None = None,
-         antithetic: bool = True) -> tuple[jax.Array, dict[str, jax.Array]]:
+         antithetic: bool = True, unit: float = 1.0
+         ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """QDPM training loss (Eq. 22) per example: its theta part, and the rest.
 
-  time_sampling='u' (paper): u ~ U(0,1), t = 1/sqrt(-log u),
-    loss = deltahat . ((u/2) deltahat - delta), const = ||delta||^2 / (2u)
-    (0 where u = 0, the limit); loss + const = ||x0 - xhat||^2 / (2u) is an
-    unbiased one-draw estimate of the bound (Eq. 19).
+  With the gate u = exp(-(a/t)^2), a = `unit` (the paper: a = 1):
+  time_sampling='u' (paper): u ~ U(0,1), t = a/sqrt(-log u), t^-3 dt =
+    du / (2 a^2 u), loss = deltahat . ((u/2) deltahat - delta) / a^2,
+    const = ||delta||^2 / (2 a^2 u) (0 where u = 0, the limit); loss + const
+    = ||x0 - xhat||^2 / (2 a^2 u) is an unbiased one-draw estimate of the
+    bound (Eq. 19).
   time_sampling='log_t': log t ~ U(log t_lo, log t_hi), W = (log t_hi -
     log t_lo) / t^2, loss = W (u^2 ||deltahat||^2 - 2u deltahat . delta),
     const = W ||delta||^2; loss + const = W ||x0 - xhat||^2 is unbiased for
@@ -225,6 +256,7 @@ def loss(net: Net, params: Any, x0: jax.Array, key: jax.Array,
     t_range: (t_lo, t_hi) for 'log_t'; default `default_t_range(levels)`.
     antithetic: stratify the B time draws over the batch ((u0 + i/B) mod 1
       in u or in the log-t band); each draw stays marginally uniform.
+    unit: the gate's length unit (`gate_unit`).
 
   Returns:
     (loss [B], aux) with aux = {'const': [B], 'bound_term': loss + const,
@@ -236,17 +268,17 @@ def loss(net: Net, params: Any, x0: jax.Array, key: jax.Array,
   eps = jax.random.normal(k_eps, x0.shape)
   if time_sampling == 'u':
     u = v
-    t = lik.t_of_u(u)
+    t = lik.t_of_u(u, unit)
     x_t, dh, delta = _terms(net, params, x0, eps, t, u, levels)
-    theta = jnp.sum(dh * (0.5 * u[:, None] * dh - delta), axis=-1)
+    theta = jnp.sum(dh * (0.5 * u[:, None] * dh - delta), axis=-1) / unit**2
     pos = u > 0
     const = jnp.where(pos, jnp.sum(jnp.square(delta), -1)
-                      / (2.0 * jnp.where(pos, u, 1.0)), 0.0)
+                      / (2.0 * unit**2 * jnp.where(pos, u, 1.0)), 0.0)
   elif time_sampling == 'log_t':
     t_lo, t_hi = t_range or default_t_range(levels)
     a, b = jnp.log(t_lo), jnp.log(t_hi)
     t = jnp.exp(a + (b - a) * v)
-    u = lik.u_of_t(t)
+    u = lik.u_of_t(t, unit)
     x_t, dh, delta = _terms(net, params, x0, eps, t, u, levels)
     w = (b - a) / jnp.square(t)
     udh = u[:, None] * dh
@@ -294,38 +326,44 @@ def ve_bound_quadrature(xhat_fn: XhatFn, x0: jax.Array, key: jax.Array,
 def bound_quadrature(net: Net, params: Any, x0: jax.Array, key: jax.Array,
                      levels: jax.Array, num_strata: int = 256,
                      t_range: tuple[float, float] | None = None,
-                     num_tail: int = 16, strata_per_call: int | None = None
-                     ) -> lik.Estimate:
+                     num_tail: int = 16, strata_per_call: int | None = None,
+                     unit: float = 1.0) -> lik.Estimate:
   """The full QDPM bound (Eq. 19), estimator (b): nats per example [B]."""
   t_lo, t_hi = t_range or default_t_range(levels)
-  return ve_bound_quadrature(xhat_batch(net, params, levels), x0, key, t_lo,
-                             t_hi, num_strata, num_tail, strata_per_call)
+  return ve_bound_quadrature(xhat_batch(net, params, levels, unit), x0, key,
+                             t_lo, t_hi, num_strata, num_tail,
+                             strata_per_call)
 
 
 def bound_u_mc(net: Net, params: Any, x0: jax.Array, key: jax.Array,
                levels: jax.Array, num_draws: int = 256,
-               draws_per_call: int | None = None) -> lik.Estimate:
-  """The QDPM bound (Eq. 19) by the paper's u ~ U(0,1) MC, estimator (a)."""
-  e = sq_err_fn(xhat_batch(net, params, levels), x0)
-  return lik.u_uniform_mc(e, key, num_draws, x0.shape[0], draws_per_call)
+               draws_per_call: int | None = None, unit: float = 1.0,
+               dtype: Any = jnp.float32) -> lik.Estimate:
+  """The QDPM bound (Eq. 19) by the paper's u ~ U(0,1) MC, estimator (a)
+  (u drawn in `dtype`, see `likelihood.u_uniform_mc`)."""
+  e = sq_err_fn(xhat_batch(net, params, levels, unit), x0)
+  return lik.u_uniform_mc(e, key, num_draws, x0.shape[0], draws_per_call,
+                          unit, dtype)
 
 
 # -- samplers (VE) ---------------------------------------------------------------------
 def time_grid(num_steps: int, t_max: float, kind: str = 'u',
-              t_min: float | None = None) -> np.ndarray:
+              t_min: float | None = None, unit: float = 1.0) -> np.ndarray:
   """Decreasing times t_0 = t_max > ... > t_{N-1} > t_N = 0, float32 [N+1].
 
-  kind 'u' (paper): u_i = u_max (N - i) / N with u_max = exp(-1/t_max^2),
-  t_i = 1/sqrt(-log u_i), computed in float64 (t_0 is set to t_max exactly).
+  kind 'u' (paper): u_i = u_max (N - i) / N with u_max = exp(-(a/t_max)^2),
+  t_i = a/sqrt(-log u_i) (a = `unit`, the gate's), computed in float64 (t_0
+  is set to t_max exactly).
   kind 'log_t': t_0..t_{N-1} geometric from t_max to t_min, then 0.
   """
   if num_steps < 1:
     raise ValueError(f'num_steps must be >= 1, got {num_steps}.')
   i = np.arange(num_steps + 1, dtype=np.float64)
   if kind == 'u':
-    u = np.exp(-1.0 / t_max ** 2) * (num_steps - i) / num_steps
+    u = np.exp(-(unit / t_max) ** 2) * (num_steps - i) / num_steps
     with np.errstate(divide='ignore'):
-      t = np.where(u > 0, 1.0 / np.sqrt(-np.log(np.where(u > 0, u, 0.5))), 0.0)
+      t = np.where(u > 0, unit / np.sqrt(-np.log(np.where(u > 0, u, 0.5))),
+                   0.0)
     t[0] = t_max
   elif kind == 'log_t':
     if t_min is None or not 0 < t_min < t_max:
@@ -367,14 +405,18 @@ def solver_step(xhat_fn: XhatFn, x_s: jax.Array, s: jax.Array, t: jax.Array,
 
 
 def ve_sample(xhat_fn: XhatFn, key: jax.Array, num_samples: int, dim: int,
-              levels: jax.Array, ts: np.ndarray, order: int = 1) -> jax.Array:
+              levels: jax.Array, ts: np.ndarray, order: int = 1,
+              return_last: bool = False) -> Any:
   """Reverse VE sampling on the time grid ts (t_0 > ... > t_N = 0), [B, D].
 
   x_{t_0} ~ N(grid mean, t_0^2 I) (the VE prior; its KL to q(x_{t_0} | x_0)
   is ||x_0 - mean||^2 / (2 t_0^2) -> 0). Steps t_i -> t_{i+1} > 0 use
   `solver_step`; the last step to t = 0 is Solver-1's with zero variance,
   x_0' = xhat(x_s, s), followed by the model's t -> 0 limit xhat(., 0+) =
-  round (Prop. 2): the samples lie exactly on the grid.
+  round (Prop. 2): the samples lie exactly on the grid. With
+  `return_last`, returns (samples, x_0') with x_0' the prediction before
+  that rounding: its distance to the grid is what the model achieved (the
+  samples are on the grid by construction).
   """
   levels = jnp.asarray(levels, jnp.float32)
   ts = np.asarray(ts, np.float32)
@@ -389,21 +431,25 @@ def ve_sample(xhat_fn: XhatFn, key: jax.Array, num_samples: int, dim: int,
 
   x, _ = jax.lax.scan(body, x, (pairs, jnp.arange(pairs.shape[0])))
   s_last = jnp.full((num_samples,), ts[-2], jnp.float32)
-  return round_to_grid(xhat_fn(x, s_last), levels)
+  x0 = xhat_fn(x, s_last)
+  out = round_to_grid(x0, levels)
+  return (out, x0) if return_last else out
 
 
 def sample(net: Net, params: Any, key: jax.Array, num_samples: int, dim: int,
            levels: jax.Array, num_steps: int = 64, order: int = 1,
            t_max: float | None = None, kind: str = 'u',
-           t_min: float | None = None) -> jax.Array:
+           t_min: float | None = None, unit: float = 1.0,
+           return_last: bool = False) -> Any:
   """QDPM-Solver-1/2 samples [num_samples, dim], exactly on the grid.
 
   NFE: num_steps (order 1), 2 num_steps - 1 (order 2). t_max default:
   100 x the grid range. kind 'u' is the paper's grid; its last non-zero time
-  is 1/sqrt(log N) (0.49 at N = 64) whatever the data scale, so the final
-  rounding of the posterior mean is coarse when the grid spacing is below
-  ~1 (measured with the exact denoiser of a 5-level D = 1 distribution,
-  N = 128: total variation 0.012 at spacing 1 but 0.14 at spacing 0.5).
+  is unit/sqrt(log N) (0.49 unit at N = 64): with unit 1 ('absolute' gate)
+  the final rounding of the posterior mean is coarse when the grid spacing
+  is below ~1 (measured with the exact denoiser of a 5-level D = 1
+  distribution, N = 128: total variation 0.012 at spacing 1 but 0.14 at
+  spacing 0.5); unit = spacing ('grid' gate) makes it scale-free.
   kind 'log_t' (geometric down to t_min, default 0.05 x spacing) is
   scale-free: TV 0.045 (Solver-1) / 0.008 (Solver-2) at N = 32.
   """
@@ -412,9 +458,9 @@ def sample(net: Net, params: Any, key: jax.Array, num_samples: int, dim: int,
     t_max = 100.0 * float(g.max() - g.min())
   if kind == 'log_t' and t_min is None:
     t_min = 0.05 * grid_spacing(levels)
-  ts = time_grid(num_steps, t_max, kind, t_min)
-  return ve_sample(xhat_batch(net, params, levels), key, num_samples, dim,
-                   levels, ts, order)
+  ts = time_grid(num_steps, t_max, kind, t_min, unit)
+  return ve_sample(xhat_batch(net, params, levels, unit), key, num_samples,
+                   dim, levels, ts, order, return_last)
 
 
 # -- baseline: plain VE x-prediction ------------------------------------------------
@@ -627,408 +673,3 @@ def vdm_sample(net: Net, params: dict[str, Any], key: jax.Array,
   z0 = z / schedules.vp_alpha_sigma(g0)[0]
   logp = lik.grid_decoder_logprobs(z0, g0, levels)
   return levels[jnp.argmax(logp, axis=-1)], z0
-
-
-# -- the experiment ---------------------------------------------------------------------
-MODELS = ('qdpm', 'vdm', 've')
-DATASETS = ('digits', 'known_entropy', 'cifar10')
-NETS = ('resmlp', 'unet')
-
-
-def dataset_levels(name: str) -> int:
-  """Quantisation levels K per pixel (digits 0..16; CIFAR-10 8 bits)."""
-  return 256 if name == 'cifar10' else 17
-
-
-def image_shape(name: str, c) -> tuple[int, int, int]:
-  if name == 'cifar10':
-    return (32, 32, 3)
-  return (8, 8, 1)
-# The paper's CIFAR-10 test NLLs (bits/dim; secondary notes, check the PDF):
-# QDPM 0.27 (claimed), VDM 2.65 (no augmentation).
-PAPER_CIFAR10_BPD = {'qdpm': 0.27, 'vdm': 2.65}
-
-
-def experiment_schema() -> dict[str, Any]:
-  from iclrjax.core import config as cfg_lib  # pylint: disable=g-import-not-at-top
-  pos = cfg_lib.Float(min=0.0, min_inclusive=False)
-  return {
-      'datasets': cfg_lib.Seq(item=cfg_lib.Choice(*DATASETS), min_len=1),
-      'net': cfg_lib.Choice(*NETS),
-      'models': cfg_lib.Seq(item=cfg_lib.Choice(*MODELS), min_len=1),
-      'scale': cfg_lib.Choice('integer', '[-1,1]'),
-      'time_sampling': cfg_lib.Choice('log_t', 'u'),
-      'known_entropy.num_prototypes': cfg_lib.Int(min=1),
-      'known_entropy.noise': pos,
-      'known_entropy.num_train': cfg_lib.Int(min=1),
-      'known_entropy.num_test': cfg_lib.Int(min=1),
-      'known_entropy.entropy_draws': cfg_lib.Int(min=100),
-      'width': cfg_lib.Int(min=1),
-      'blocks': cfg_lib.Int(min=1),
-      'fourier': cfg_lib.Seq(item=cfg_lib.Int(), min_len=2, max_len=2,
-                             nullable=True),
-      'train_steps': cfg_lib.Int(min=1),
-      'batch_size': cfg_lib.Int(min=1),
-      'learning_rate': pos,
-      'weight_decay': cfg_lib.Float(min=0.0),
-      'ema_decay': cfg_lib.Float(min=0.0, max=1.0, max_inclusive=False),
-      'eval_examples': cfg_lib.Int(min=1, help='test examples for the NLL'),
-      'num_strata': cfg_lib.Int(min=2, help='quadrature strata per example'),
-      'umc_examples': cfg_lib.Int(min=1),
-      'umc_draws': cfg_lib.Int(min=1, help='u ~ U(0,1) draws per example'),
-      'num_samples': cfg_lib.Int(min=1),
-      'sample_steps': cfg_lib.Int(min=2),
-      'steps_per_chunk': cfg_lib.Int(min=1),
-      'log_every': cfg_lib.Int(min=1),
-  }
-
-
-def check_experiment(c) -> None:
-  from iclrjax.core import config as cfg_lib  # pylint: disable=g-import-not-at-top
-  cfg_lib.check(c.umc_examples <= c.eval_examples, 'umc_examples',
-                c.umc_examples, f'must be <= eval_examples={c.eval_examples}')
-
-
-def make_net(c, dim: int, shape: tuple[int, ...] | None = None):
-  """(module, net(params, x [D], c) -> [D]): the residual MLP on the flat
-  pixels, or (net='unet') a U-Net on the image of `shape` (H, W, C)."""
-  from iclrjax.diffusion import nets  # pylint: disable=g-import-not-at-top
-  fourier = tuple(c.fourier) if c.fourier else None
-  if c.get('net', 'resmlp') == 'unet':
-    shape = tuple(shape or (8, 8, dim // 64))
-    module = nets.UNet(out_channels=shape[-1], channels=c.width,
-                       num_res_blocks=c.blocks, fourier=fourier)
-    return module, (lambda p, x, cc: module.apply(
-        p, x.reshape(x.shape[:-1] + shape), cc).reshape(x.shape))
-  module = nets.ResMLP(out_dim=dim, width=c.width, blocks=c.blocks,
-                       fourier=fourier)
-  return module, (lambda p, x, cc: module.apply(p, x, cc))
-
-
-def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array,
-                 shape: tuple[int, ...] | None = None):
-  """(init, step, net) for model `kind` on train_x [N, D] (grid values).
-
-  AdamW with cosine decay, EMA of the parameters (warm-up); the loss is the
-  model's NLL bound per example in nats (QDPM: Eq. 22 without its constant;
-  VDM: its continuous-time VLB; plain VE: Eq. 19 from t_min); the metric
-  `bpd` adds QDPM's constant D ln K back, so all three are bounds in bits/dim.
-
-  `train_x` gives the shapes only: `step(state, t, train_x)` takes the
-  training set as its `data` argument (`r.train(..., data=train_x)`), an
-  input of the compiled loop rather than a constant of it.
-  """
-  import optax  # pylint: disable=g-import-not-at-top
-  from iclrjax.core import data as data_lib  # pylint: disable=g-import-not-at-top
-  from iclrjax.core import distributed  # pylint: disable=g-import-not-at-top
-  from iclrjax.diffusion import flow  # pylint: disable=g-import-not-at-top
-  from iclrjax.diffusion import nets  # pylint: disable=g-import-not-at-top
-  n, dim = train_x.shape
-  module, net = make_net(c, dim, shape)
-  tx = optax.adamw(optax.cosine_decay_schedule(c.learning_rate, c.train_steps),
-                   weight_decay=c.weight_decay)
-  const = dim * np.log(len(levels))  # QDPM: the bound minus Eq. 22's loss.
-  # Flax initialises from shapes only: a zero example gives the same params
-  # as a real one without keeping the data in the closure.
-  net_input_example = jnp.zeros(
-      (dim,) if c.get('net', 'resmlp') == 'resmlp' else
-      shape or (8, 8, dim // 64), jax.dtypes.canonicalize_dtype(train_x.dtype))
-
-  def init(key):
-    k_init, k_run = jax.random.split(key)
-    p = module.init(k_init, net_input_example, jnp.float32(0.5))
-    if kind == 'vdm':
-      p = vdm_init(p)
-    return flow.TrainState(p, tx.init(p), p, k_run)
-
-  def loss_fn(p, x0, key):
-    if kind == 'qdpm':
-      value = loss(net, p, x0, key, levels,
-                   time_sampling=c.time_sampling)[0].mean() + const
-    elif kind == 'vdm':
-      value = vdm_loss(net, p, x0, key, levels)[0].mean()
-    else:
-      value = plain_loss(net, p, x0, key, levels).mean()
-    return value
-
-  def step(state, t, train_x):
-    k_batch, k_noise = jax.random.split(state.key)
-    idx = data_lib.batch_indices(k_batch, t, n, c.batch_size)
-    x0 = distributed.shard_batch(train_x[idx])
-    value, g = jax.value_and_grad(loss_fn)(
-        state.params, x0, jax.random.fold_in(k_noise, t))
-    upd, opt_state = tx.update(g, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, upd)
-    ema = nets.ema_update(state.ema, params,
-                          nets.ema_decay_warmup(t, c.ema_decay))
-    return (flow.TrainState(params, opt_state, ema, state.key),
-            {'bpd': value / (dim * np.log(2.0))})
-
-  return init, step, net
-
-
-def load_dataset(name: str, c) -> tuple[np.ndarray, np.ndarray, Any]:
-  """(train, test) as integer levels [N, 64] and the known entropy (or None)."""
-  from iclrjax.diffusion import images  # pylint: disable=g-import-not-at-top
-  if name == 'digits':
-    return images.digits('train'), images.digits('test'), None
-  if name == 'cifar10':  # Read from data_dir if prepared; never downloaded.
-    from iclrjax.core import data as data_lib  # pylint: disable=g-import-not-at-top
-    split = lambda s: np.asarray(data_lib.as_numpy(
-        'cifar10', s, data_dir=c.data_dir or None)['image'], np.float32)
-    tr, te = split('train'), split('test')
-    return tr.reshape(len(tr), -1), te.reshape(len(te), -1), None
-  k = c.known_entropy
-  ds = images.known_entropy_builder(
-      num_prototypes=k.num_prototypes, noise=k.noise, num_train=k.num_train,
-      num_test=k.num_test, seed=c.seed)
-  params = images.known_entropy_params(num_prototypes=k.num_prototypes,
-                                       noise=k.noise, seed=c.seed)
-  h, se = images.known_entropy(params, n_mc=k.entropy_draws, seed=c.seed + 1)
-  return (images.load_images(ds, 'train'), images.load_images(ds, 'test'),
-          (float(h), float(se)))
-
-
-def preflight(c) -> None:
-  """Raises `core.data.DatasetNotFoundError` (one line) if cifar10 is among
-  `c.datasets` but not prepared in `c.data_dir`; reads no records, so the
-  launcher calls it before any compute (digits and the known-entropy set are
-  generated)."""
-  from iclrjax.core import data as data_lib  # pylint: disable=g-import-not-at-top
-  if 'cifar10' in c.datasets:
-    data_lib.check_available('cifar10', c.data_dir or None)
-
-
-def _nll(kind, net, params, x0, key, levels, c):
-  """Per-example NLL bound (nats) by the quadrature estimators."""
-  if kind == 'qdpm':
-    return bound_quadrature(net, params, x0, key, levels,
-                            num_strata=c.num_strata)
-  if kind == 'vdm':
-    return vdm_nll(net, params, x0, key, levels, num_strata=c.num_strata)[0]
-  return plain_nll(net, params, x0, key, levels, num_strata=c.num_strata)[0]
-
-
-def _sample(kind, net, params, key, levels, c, dim, order=1):
-  if kind == 'qdpm':
-    return sample(net, params, key, c.num_samples, dim, levels,
-                  num_steps=c.sample_steps, order=order,
-                  kind='log_t' if c.time_sampling == 'log_t' else 'u')
-  if kind == 'vdm':
-    return vdm_sample(net, params, key, c.num_samples, dim, levels,
-                      num_steps=c.sample_steps)[0]
-  return plain_sample(net, params, key, c.num_samples, dim, levels,
-                      num_steps=c.sample_steps)
-
-
-def _bpd(est: lik.Estimate, dim: int) -> tuple[float, float]:
-  """Mean over examples (bits/dim) and its standard error."""
-  v = np.asarray(est.value, np.float64) / (dim * np.log(2.0))
-  return float(v.mean()), float(v.std(ddof=1) / np.sqrt(max(1, v.size - 1)))
-
-
-def run(r):
-  """Trains every (dataset, model) with the same network and steps, then
-  estimates test NLLs two ways and samples (launch.Run -> launch.Result)."""
-  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
-  from iclrjax.diffusion import images  # pylint: disable=g-import-not-at-top
-  cfg = r.config
-  metrics: dict[str, np.ndarray] = {}
-  extra: dict[str, Any] = {'paper_cifar10_bpd': PAPER_CIFAR10_BPD}
-  samples = {}
-  for ds in cfg.datasets:
-    train_int, test_int, entropy = load_dataset(ds, cfg)
-    k_levels = dataset_levels(ds)
-    levels = jnp.asarray(images.grid(k_levels, cfg.scale), jnp.float32)
-    scale = lambda x, k=k_levels: jnp.asarray(
-        images.to_scale(x, cfg.scale, k), jnp.float32)
-    train_x, test_x = scale(train_int), scale(test_int)[:cfg.eval_examples]
-    dim = train_x.shape[1]
-    if entropy is not None:
-      metrics[f'entropy_bpd/{ds}'] = np.full((cfg.num_seeds,), entropy[0])
-      metrics[f'entropy_se/{ds}'] = np.full((cfg.num_seeds,), entropy[1])
-    for kind in cfg.models:
-      init, step, net = make_trainer(kind, cfg, train_x, levels,
-                                     image_shape(ds, cfg))
-      out = r.train(init, step, num_steps=cfg.train_steps, data=train_x,
-                    chunk_size=min(cfg.steps_per_chunk, cfg.train_steps),
-                    phase=f'{ds}_{kind}', log_every=cfg.log_every,
-                    postfix_keys=('bpd',))
-      nll = jax.jit(lambda p, x, k, kind=kind, net=net: _nll(
-          kind, net, p, x, k, levels, cfg))
-      umc = jax.jit(lambda p, x, k, net=net: bound_u_mc(  # One compile for
-          net, p, x, k, levels, num_draws=cfg.umc_draws,  # all seeds.
-          draws_per_call=min(256, cfg.umc_draws)))
-      vals = {'nll': [], 'nll_se': [], 'umc': [], 'umc_se': [], 'quad_sub':
-              [], 'quad_sub_se': [], 'off_grid': []}
-      for s in range(cfg.num_seeds):
-        logging.info('qdpm: %s / %s seed %d: NLL estimates and samples', ds,
-                     kind, s)
-        ema = jax.tree.map(lambda a, s=s: a[s], out.state.ema)
-        key = jax.random.key(cfg.seed * 1000 + s)
-        est = nll(ema, test_x, key)
-        m, se = _bpd(est, dim)
-        vals['nll'].append(m)
-        vals['nll_se'].append(se)
-        if kind == 'qdpm':
-          sub = test_x[:cfg.umc_examples]
-          q = lik.Estimate(est.value[:cfg.umc_examples],
-                           est.se[:cfg.umc_examples])
-          a = umc(ema, sub, key)
-          for name, e in (('umc', a), ('quad_sub', q)):
-            mm, ss = _bpd(e, dim)
-            vals[name].append(mm)
-            vals[f'{name}_se'].append(ss)
-        x_s = np.asarray(_sample(kind, net, ema, jax.random.fold_in(key, 1),
-                                 levels, cfg, dim))
-        if kind == 'qdpm':
-          x2 = np.asarray(_sample(kind, net, ema, jax.random.fold_in(key, 2),
-                                  levels, cfg, dim, order=2))
-          g = np.asarray(levels)
-          dist = lambda x: np.min(np.abs(x[..., None] - g), -1).max()
-          vals['off_grid'].append(max(dist(x_s), dist(x2)))
-        if s == 0:
-          samples[f'{ds}/{kind}'] = x_s
-      for k, v in vals.items():
-        if v:
-          metrics[f'{k}/{ds}_{kind}'] = np.asarray(v)
-  # Softround-only model (deltahat = 0): the same bound at two data scales.
-  zero = lambda p, x, cc: jnp.zeros_like(x)
-  x_int = jnp.asarray(images.digits('test')[:cfg.umc_examples])
-  sr = {}
-  for sc in ('integer', '[-1,1]'):
-    lv = jnp.asarray(images.grid(17, sc), jnp.float32)
-    est = bound_quadrature(zero, None, jnp.asarray(images.to_scale(x_int, sc),
-                                                   jnp.float32),
-                           jax.random.key(7), lv, num_strata=cfg.num_strata)
-    sr[sc] = _bpd(est, 64)[0]
-    metrics[f'softround_only_bpd/{sc}'] = np.full((cfg.num_seeds,), sr[sc])
-    # The paper's u ~ U(0,1) estimator on the same model (exact value log2 K).
-    a = bound_u_mc(zero, None, jnp.asarray(images.to_scale(x_int, sc),
-                                           jnp.float32), jax.random.key(8),
-                   lv, num_draws=cfg.umc_draws,
-                   draws_per_call=min(256, cfg.umc_draws))
-    metrics[f'softround_only_umc_bpd/{sc}'] = np.full((cfg.num_seeds,),
-                                                      _bpd(a, 64)[0])
-  _plots(r, cfg, metrics, samples)
-  return launch.Result(metrics=metrics,
-                       claims=evaluate_claims(cfg, metrics), extra=extra)
-
-
-def _plots(r, cfg, metrics, samples) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  r.plots_dir.mkdir(parents=True, exist_ok=True)
-  fig, axes = plt.subplots(len(cfg.datasets), len(cfg.models),
-                           figsize=(2.6 * len(cfg.models),
-                                    2.8 * len(cfg.datasets)), squeeze=False)
-  for i, ds in enumerate(cfg.datasets):
-    for j, kind in enumerate(cfg.models):
-      h, w, ch = image_shape(ds, cfg)
-      got = samples[f'{ds}/{kind}'][:16]
-      lo, hi = got.min(), got.max()
-      x = np.zeros((16, h * w * ch), np.float32)
-      x[:len(got)] = (got - lo) / max(hi - lo, 1e-9)
-      x = x.reshape(4, 4, h, w, ch).transpose(0, 2, 1, 3, 4).reshape(
-          4 * h, 4 * w, ch)
-      ax = axes[i, j]
-      ax.imshow(x[..., 0] if ch == 1 else x, cmap='gray', vmin=0, vmax=1)
-      nll = metrics[f'nll/{ds}_{kind}'].mean()
-      ax.set_title(f'{ds}: {kind}\ntest NLL {nll:.2f} bpd', fontsize=8)
-      ax.set_xticks([])
-      ax.set_yticks([])
-  fig.tight_layout()
-  fig.savefig(r.plots_dir / 'samples.png', dpi=120)
-  plt.close(fig)
-  fig, ax = plt.subplots(figsize=(5, 3))
-  width = 0.8 / len(cfg.models)
-  for j, kind in enumerate(cfg.models):
-    vals = [metrics[f'nll/{ds}_{kind}'].mean() for ds in cfg.datasets]
-    ax.bar(np.arange(len(cfg.datasets)) + j * width, vals, width,
-           label=kind)
-  for i, ds in enumerate(cfg.datasets):
-    if f'entropy_bpd/{ds}' in metrics:
-      h = metrics[f'entropy_bpd/{ds}'].mean()
-      ax.hlines(h, i - width / 2, i + len(cfg.models) * width, 'k', ':',
-                label='true entropy')
-  ax.set_xticks(np.arange(len(cfg.datasets)) + width, cfg.datasets)
-  ax.set_ylabel('test NLL bound (bits/dim)')
-  ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(r.plots_dir / 'nll.png', dpi=120)
-  plt.close(fig)
-  keys = [f'{ds}_{kind}/bpd' for ds in cfg.datasets for kind in cfg.models]
-  r.plot(keys, 'train_bpd', title='training NLL bound (bits/dim, minibatch)')
-
-
-def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
-  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
-  claims = []
-  get = lambda k: None if k not in m else float(np.mean(m[k]))
-  if 'known_entropy' in cfg.datasets:
-    h, h_se = get('entropy_bpd/known_entropy'), get('entropy_se/known_entropy')
-    worst, parts = True, []
-    for kind in cfg.models:
-      v = get(f'nll/known_entropy_{kind}')
-      se = float(np.sqrt(np.mean(m[f'nll_se/known_entropy_{kind}'] ** 2)
-                         + h_se ** 2))
-      ok = v >= h - 3 * se
-      worst &= ok
-      parts.append(f'{kind} {v:.3f} (SE {se:.3f})')
-    claims.append(launch.Claim(
-        claim=('Estimator sanity: on the known-entropy set every model\'s '
-               'test NLL (quadrature) is >= the true entropy - 3 SE.'),
-        holds=bool(worst),
-        evidence=f'entropy {h:.4f} bpd; ' + ', '.join(parts)))
-    if 'qdpm' in cfg.models:
-      a, a_se = get('umc/known_entropy_qdpm'), get('umc_se/known_entropy_qdpm')
-      b, b_se = (get('quad_sub/known_entropy_qdpm'),
-                 get('quad_sub_se/known_entropy_qdpm'))
-      se = float(np.hypot(a_se, b_se))
-      claims.append(launch.Claim(
-          claim=(f'The two QDPM estimators agree within 3 SE '
-                 f'({cfg.umc_draws} u-draws per example vs stratified '
-                 f'log-t quadrature, same {cfg.umc_examples} test examples, '
-                 f'{cfg.scale} data scale).'),
-          holds=bool(abs(a - b) <= 3 * se),
-          evidence=(
-              f'u-MC {a:.3f} vs quadrature {b:.3f} bpd (SE {se:.3f}). Not an '
-              'implementation bug: both estimators agree with a closed form '
-              'on a smooth integrand (tests), and on the softround-only model '
-              f'(exact bound log2 17 = {np.log2(17):.3f}) quadrature gives '
-              f'{get("softround_only_bpd/integer"):.3f} at both scales while '
-              f'u-MC gives {get("softround_only_umc_bpd/integer"):.3f} '
-              '(integer scale) and '
-              f'{get("softround_only_umc_bpd/[-1,1]"):.3f} ([-1,1]): float32 '
-              'u ~ U(0,1) is a multiple of 2^-23, so t = (-1/log u)^(1/2) '
-              'never falls below ~0.25, and the bits of the low-noise band '
-              'are never sampled. The paper-style estimator is biased low.')))
-  si, sf = get('softround_only_bpd/integer'), get('softround_only_bpd/[-1,1]')
-  if si is not None:
-    claims.append(launch.Claim(
-        claim=('The softround-only model (network output 0) gives the same '
-               'NLL at two data scales (1e-3 bpd).'),
-        holds=bool(abs(si - sf) <= 1e-3),
-        evidence=f'integer scale {si:.4f}, [-1,1] scale {sf:.4f} bpd '
-                 f'(log2 17 = {np.log2(17):.4f})'))
-  if 'digits' in cfg.datasets and {'qdpm', 'vdm'} <= set(cfg.models):
-    q, v = get('nll/digits_qdpm'), get('nll/digits_vdm')
-    extra = '' if 've' not in cfg.models else (
-        f', plain VE {get("nll/digits_ve"):.3f}')
-    claims.append(launch.Claim(
-        claim=('QDPM\'s test NLL is below VDM\'s on digits at equal steps '
-               f'(paper, CIFAR-10: QDPM {PAPER_CIFAR10_BPD["qdpm"]} vs VDM '
-               f'{PAPER_CIFAR10_BPD["vdm"]} bpd).'),
-        holds=bool(q < v),
-        evidence=f'digits test NLL (quadrature): QDPM {q:.3f}, VDM {v:.3f}'
-                 + extra + ' bpd'))
-  off = [m[k].max() for k in m if k.startswith('off_grid/')]
-  if off:
-    claims.append(launch.Claim(
-        claim=('QDPM-Solver (-1 and -2) samples lie exactly on the '
-               'quantisation grid (|x - round(x)| < 1e-4).'),
-        holds=bool(max(off) < 1e-4),
-        evidence=f'max distance to the grid {max(off):.2e} over '
-                 f'{cfg.num_samples} samples per seed and order'))
-  return claims

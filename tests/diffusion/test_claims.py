@@ -9,12 +9,12 @@ import pytest
 
 from configs import bwcache as bwcache_config
 from configs import qdpm as qdpm_config
+from experiments import qdpm as qdpm_exp
 from iclrjax.core import loop
 from iclrjax.diffusion import bwcache
 from iclrjax.diffusion import dit
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
-from iclrjax.diffusion import qdpm
 
 
 def _train_qdpm_vdm(steps: int):
@@ -27,13 +27,13 @@ def _train_qdpm_vdm(steps: int):
                      jnp.float32)
   out = {}
   for kind in ('qdpm', 'vdm'):
-    init, step, net = qdpm.make_trainer(kind, c, train, levels)
+    init, step, net = qdpm_exp.make_trainer(kind, c, train, levels)
     res = loop.train(init, step, seed=0, num_seeds=1, num_steps=steps,
                      chunk_size=steps, progress=False, data=train)
     ema = jax.tree.map(lambda a: a[0], res.state.ema)
-    est = jax.jit(lambda p, x, k, kind=kind, net=net: qdpm._nll(  # pylint: disable=protected-access
+    est = jax.jit(lambda p, x, k, kind=kind, net=net: qdpm_exp._nll(  # pylint: disable=protected-access
         kind, net, p, x, k, levels, c))(ema, test, jax.random.key(0))
-    out[kind] = qdpm._bpd(est, 64)  # pylint: disable=protected-access
+    out[kind] = qdpm_exp._bpd(est, 64)  # pylint: disable=protected-access
   return out
 
 

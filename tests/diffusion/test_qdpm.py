@@ -183,6 +183,60 @@ def test_softround_only_bound_is_log2k_at_every_scale():
     assert float(e.max()) == 0.0
 
 
+def test_grid_gate_is_the_integer_data_model_on_any_scale():
+  """With u = exp(-(s/t)^2) (s the grid spacing), QDPM on [-1, 1] data is the
+  integer-data model in other units: a network output scaled by s gives the
+  same xhat / s, loss terms and bounds (the bound is scale-free), while the
+  literal exp(-1/t^2) gate does not."""
+  x_int = np.random.default_rng(3).integers(0, 17, size=(32, 16))
+  s = images.spacing(17, '[-1,1]')
+  net = lambda p, x, c: p * jnp.cos(7.0 * c) * jnp.ones_like(x)  # noqa: E731
+
+  @jax.jit
+  def terms(x0, levels, amp, unit):
+    key = jax.random.key(4)
+    loss, aux = qdpm.loss(net, amp, x0, key, levels, time_sampling='u',
+                          unit=unit)
+    quad = qdpm.bound_quadrature(net, amp, x0, key, levels, 64,
+                                 t_range=(0.01 * unit, 100.0 * unit),
+                                 unit=unit)
+    umc = qdpm.bound_u_mc(net, amp, x0, key, levels, 64, unit=unit)
+    return aux['bound_term'], aux['t'], quad.value, umc.value
+
+  lv_i, lv_s = images.grid(17, 'integer'), images.grid(17, '[-1,1]')
+  ref = terms(jnp.asarray(x_int, jnp.float32), lv_i, 0.8, 1.0)
+  grid = terms(jnp.asarray(images.to_scale(x_int, '[-1,1]'), jnp.float32),
+               lv_s, 0.8 * s, qdpm.gate_unit(lv_s, 'grid'))
+  assert qdpm.gate_unit(lv_s, 'grid') == pytest.approx(s)
+  np.testing.assert_allclose(grid[1], s * ref[1], rtol=1e-5)  # t = s tau
+  for a, b in zip(grid[:1] + grid[2:], ref[:1] + ref[2:]):
+    np.testing.assert_allclose(a, b, rtol=2e-3, atol=1e-3)
+  absolute = terms(jnp.asarray(images.to_scale(x_int, '[-1,1]'),
+                               jnp.float32), lv_s, 0.8 * s,
+                   qdpm.gate_unit(lv_s, 'absolute'))
+  assert not np.allclose(absolute[2], ref[2], rtol=0.05)
+  with pytest.raises(ValueError, match='gate must be one of'):
+    qdpm.gate_unit(lv_s, 'pixels')
+
+
+def test_u_estimator_is_biased_low_in_float64_too():
+  """The paper's u ~ U(0,1) estimator's low bias is its heavy tail, not
+  float32's 2^-23 resolution: with u drawn in float64 (resolving ~1e-16),
+  the softround-only bound (exactly log2 17 bits) is still underestimated,
+  because t < 0.25 grid steps needs u < exp(-16) ~ 1.1e-7 (a few draws in a
+  million), while the quadrature is exact."""
+  x_int = np.random.default_rng(1).integers(0, 17, size=(64, 64))
+  levels = images.grid(17, '[-1,1]')  # gate exp(-1/t^2): unit 1
+  with jax.enable_x64(True):
+    x0 = jnp.asarray(images.to_scale(x_int, '[-1,1]'))
+    for dtype in (jnp.float32, jnp.float64):
+      e = qdpm.bound_u_mc(zero_net, None, x0, jax.random.key(2), levels,
+                          1024, draws_per_call=256, dtype=dtype)
+      mean, _ = lik.bpd(e, 64).mean()
+      assert float(mean) < 0.5 * LOG2_17, (dtype, mean)
+  assert math.exp(-16.0) == pytest.approx(1.125e-7, rel=1e-3)
+
+
 def _exact_denoiser(levels, log_prior):
   return lambda x, t: qdpm.softround(x, t[:, None], levels,
                                      log_prior=log_prior)
@@ -503,7 +557,7 @@ def test_preflight_names_a_missing_cifar10_before_any_compute(tmp_path):
   c = qdpm_config.get_config('paper')
   c.data_dir = str(tmp_path)
   with pytest.raises(data.DatasetNotFoundError) as e:
-    qdpm.preflight(c)
+    qdpm_launcher.preflight(c)
   msg = str(e.value)
   assert '\n' not in msg
   assert msg.startswith(f'dataset cifar10 is not prepared in {tmp_path} '
@@ -512,7 +566,7 @@ def test_preflight_names_a_missing_cifar10_before_any_compute(tmp_path):
   assert not list(tmp_path.iterdir())
   c = qdpm_config.get_config(None)  # digits and known_entropy: generated.
   c.data_dir = str(tmp_path / 'tfds')
-  qdpm.preflight(c)
+  qdpm_launcher.preflight(c)
   assert not (tmp_path / 'tfds').exists()
 
 
