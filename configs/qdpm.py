@@ -11,7 +11,7 @@ VE) or in t (VDM), and for QDPM also by the paper's u ~ U(0,1) Monte Carlo.
 Variants:
   smoke    (CI, ~1 min) QDPM and VDM, tiny MLP, a few steps, few strata.
   default  (CPU) digits (17 levels) and the known-entropy set, width 256,
-           2000 steps, 2 seeds, [-1, 1] data (spacing 1/8): QDPM, QDPM with
+           8000 steps, 2 seeds, [-1, 1] data (spacing 1/8): QDPM, QDPM with
            the gate exp(-1/t^2) taken literally (the control), VDM.
   integer  the same QDPM on integer data (spacing 1, the paper's data), where
            both gates coincide.
@@ -53,7 +53,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.width = 256
   c.blocks = 3
   c.fourier = (2, 4)           # VDM Fourier features for 17 levels on [-1, 1]
-  c.train_steps = 2000
+  c.train_steps = 8000         # 2000 leaves QDPM 0.57 bpd above H (KE set)
   c.batch_size = 128
   c.learning_rate = 1e-3
   c.weight_decay = 0.0

@@ -312,15 +312,16 @@ def run(r: launch.Run) -> launch.Result:
         metrics[f'nll_without_c/{ds}_{kind}'] = (
             metrics[f'nll/{ds}_{kind}'] - np.log2(k_levels))
   # The control of the estimator claim: u-MC on the softround-only model
-  # (network output 0), whose bound is exactly log2 K for any data.
+  # (network output 0, whose bound is exactly log2 K for any data) with the
+  # literal gate exp(-1/t^2) on [-1, 1] digits.
   zero = lambda p, x, cc: jnp.zeros_like(x)
-  lv = jnp.asarray(images.grid(17, cfg.scale), jnp.float32)
+  lv = jnp.asarray(images.grid(17, '[-1,1]'), jnp.float32)
   x0 = jnp.asarray(images.to_scale(images.digits('test')[:cfg.umc_examples],
-                                   cfg.scale, 17), jnp.float32)
+                                   '[-1,1]', 17), jnp.float32)
   a = _bpd(qdpm.bound_u_mc(zero, None, x0, jax.random.key(8), lv,
                            num_draws=cfg.umc_draws,
                            draws_per_call=min(256, cfg.umc_draws),
-                           unit=qdpm.gate_unit(lv, cfg.gate)), 64)
+                           unit=qdpm.gate_unit(lv, 'absolute')), 64)
   metrics['softround_only_umc_bpd'] = seeds(a[0])
   metrics['softround_only_umc_se'] = seeds(a[1])
   _plots(r, cfg, metrics, samples)
@@ -456,7 +457,8 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
                   'float64 (tests/diffusion/test_qdpm.py).'),
         control=launch.control_text(
             'u-MC against the exact bound of the softround-only model '
-            f'(log2 17 = {log2k:.3f})', f'{mean("softround_only_umc_bpd"):.3f}',
+            f'(log2 17 = {log2k:.3f}) with the gate exp(-1/t^2) on [-1, 1] '
+            'digits', f'{mean("softround_only_umc_bpd"):.3f}',
             abs(mean('softround_only_umc_bpd') - log2k) <= 3 * mean(
                 'softround_only_umc_se'))))
   return claims
