@@ -7,8 +7,8 @@
 Three parts, one process, one after another:
 
 1. Training throughput. The default-config trainers of the two likelihood
-   experiments: QDPM and VDM (`experiments.qdpm.make_trainer`, configs/qdpm.py default:
-   ResMLP width 256, 3 blocks, Fourier features (2, 4), batch 128, digits
+   experiments: QDPM and VDM (`experiments.qdpm.make_trainer`,
+   configs/qdpm.py default: ResMLP width 256, 3 blocks, Fourier features (2, 4), batch 128, digits
    D = 64 on [-1, 1]) and the rectified-flow DiT (`flow.make_trainer`,
    configs/bwcache.py default: width 64, depth 4, 4 heads, patch 2, batch 128,
    8x8x1 digits). One timed call is one compiled chunk of `--chunk_steps`

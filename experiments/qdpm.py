@@ -221,7 +221,7 @@ def _nll(kind, net, params, x0, key, levels, c):
 
 def _sample(kind, net, params, key, levels, c, dim, order=1):
   """(samples on the grid, the model's continuous output before the final
-  rounding / decoding)."""
+  rounding / decoding, or None where the sampler decodes inside)."""
   if kind in QDPM_GATES:
     return qdpm.sample(net, params, key, c.num_samples, dim, levels,
                        num_steps=c.sample_steps, order=order,
@@ -230,9 +230,9 @@ def _sample(kind, net, params, key, levels, c, dim, order=1):
   if kind == 'vdm':
     return qdpm.vdm_sample(net, params, key, c.num_samples, dim, levels,
                            num_steps=c.sample_steps)
-  x = qdpm.plain_sample(net, params, key, c.num_samples, dim, levels,
-                        num_steps=c.sample_steps)
-  return x, x
+  # The plain sampler decodes inside: no continuous output to report.
+  return qdpm.plain_sample(net, params, key, c.num_samples, dim, levels,
+                           num_steps=c.sample_steps), None
 
 
 def _bpd(est: lik.Estimate, dim: int) -> tuple[float, float]:
@@ -293,13 +293,15 @@ def run(r: launch.Run) -> launch.Result:
             mm, ss = _bpd(e, dim)
             vals[name].append(mm)
             vals[f'{name}_se'].append(ss)
-        x_s, x_cont = (np.asarray(a) for a in _sample(
-            kind, net, ema, jax.random.fold_in(key, 1), levels, cfg, dim))
-        # Mean distance to the grid (in grid steps) of the model's output
-        # before the final rounding (QDPM) or decoding (VDM's z_0).
-        g = np.asarray(levels)
-        vals['pre_round_dist'].append(float(np.mean(np.min(np.abs(
-            x_cont[..., None] - g), -1))) / spacing)
+        x_s, x_cont = _sample(kind, net, ema, jax.random.fold_in(key, 1),
+                              levels, cfg, dim)
+        x_s = np.asarray(x_s)
+        if x_cont is not None:
+          # Mean distance to the grid (in grid steps) of the model's output
+          # before the final rounding (QDPM) or decoding (VDM's z_0).
+          g = np.asarray(levels)
+          vals['pre_round_dist'].append(float(np.mean(np.min(np.abs(
+              np.asarray(x_cont)[..., None] - g), -1))) / spacing)
         if s == 0:
           samples[f'{ds}/{kind}'] = x_s
       for k, v in vals.items():

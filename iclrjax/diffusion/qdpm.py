@@ -67,8 +67,8 @@ integer-data model in other units (tested), while unit 1 on [-1, 1] data
 keeps the correction off below t ~ 3 grid steps.
 
 Training in u (paper) almost never visits t < 0.25 unit (u < exp(-16) ~
-1e-7; in float32 u is also a multiple of 2^-23); the alternative `time_sampling='log_t'` draws log t uniformly over
-[t_lo, t_hi] (stratified over the batch) with weight (log t_hi - log t_lo)
+1e-7; in float32 u is also a multiple of 2^-23); the alternative
+`time_sampling='log_t'` draws log t uniformly over [t_lo, t_hi] (stratified over the batch) with weight (log t_hi - log t_lo)
 t^-2 on ||x_0 - xhat||^2 (since t^-3 dt = t^-2 dlog t).
 
 Baselines with the same `net` interface and estimators:

@@ -151,6 +151,8 @@ def test_observation_normaliser_sees_every_rollout_observation():
   env = envs.make('CartPole-v1')
   init, step = ppo.make_ppo(env, c, num_updates=1, with_batch=True)
   st = init(jax.random.PRNGKey(0))
+  # The annealing horizon is state, not a constant of the compiled step.
+  assert float(st.hparams['num_updates']) == 1.0
   st2, _, batch = jax.jit(step)(st, jnp.int32(0))
   np.testing.assert_allclose(float(st2.norm.count), 32 + 1e-4, rtol=1e-6)
   raw = np.asarray(batch.raw_obs).reshape(-1, 4)

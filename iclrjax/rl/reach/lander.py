@@ -130,10 +130,11 @@ class KinetixLander(ReachTask):
     levels = np.linspace(0.0, 1.0, 3, dtype=np.float32)
     self._thrust = np.stack(np.meshgrid(levels, levels), -1).reshape(-1, 2)
     pairs = np.asarray(self._engine.poly_poly_pairs)
-    def touching(shape):  # pairs of one lander part and `shape`
-      a, b = np.isin(pairs, self.parts).T
-      return (a & (pairs[:, 1] == shape)) | (b & (pairs[:, 0] == shape))
-    self._floor_pairs, self._pad_pairs = touching(self.floor), touching(self.pad)
+    first, second = np.isin(pairs, self.parts).T  # which side is the lander
+    touching = lambda shape: ((first & (pairs[:, 1] == shape))
+                              | (second & (pairs[:, 0] == shape)))
+    self._floor_pairs = touching(self.floor)
+    self._pad_pairs = touching(self.pad)
 
   # -- theta and the initial state --------------------------------------------
   def sample_nominal(self, key: jax.Array) -> jax.Array:
