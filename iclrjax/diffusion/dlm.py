@@ -554,6 +554,18 @@ def simulate_parity(n: int) -> dict[str, float | int]:
           'tv': tv(project(run.final, io), parity_law(n))}
 
 
+def autoregressive_parity_rounds(n: int) -> dict[str, float | int]:
+  """The control of the CoT claim: the XOR-tree chain of `simulate_parity`
+  decoded autoregressively (one position per round, left to right, exact
+  conditionals): exact, but in `size` rounds instead of depth + 1."""
+  circ = xor_tree(n)
+  law = circuit_law(circ, range(circ.depth + 1))
+  policy = oracle_policy(law, 2, left_to_right_blocks(circ.size, circ.size))
+  run = run_exact(policy, all_masked(circ.size), 2, 'none')
+  return {'rounds': run.rounds, 'size': circ.size,
+          'tv': tv(run.final, law)}
+
+
 # -- all numbers --------------------------------------------------------------------
 RING_CASES = ((8, 4), (8, 8), (10, 12))
 

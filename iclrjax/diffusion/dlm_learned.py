@@ -23,7 +23,9 @@ so -alpha'_t / (1 - alpha_t) = 1 / t):
   L = E_{t ~ U(0,1)} E_{z_t ~ q(.|x)} (1/t) sum_{i: z_t^i = MASK}
       -log p_theta(x^i | z_t),
 a per-sequence NELBO in nats (`mdlm_loss`); t is drawn stratified over the
-batch (MDLM's low-discrepancy sampler) and floored at `t_min`.
+batch (MDLM's low-discrepancy sampler) and floored at `t_min`, or (config
+`time_sampling='count'`) the number of masked tokens m is stratified over
+{1..L} with t = m / L: the same NELBO with less variance (`corrupt`).
 
 One sampling step from t to s < t (alpha_t < alpha_s) is a table
 `trans [..., L, V + 1]` of independent per-position laws (the round model
@@ -38,7 +40,13 @@ clean x in place of x_theta this keeps the forward marginals
 q(z_s^i | x) = alpha_s delta_x + (1 - alpha_s) MASK (checked exactly in
 tests). sigma_t = 0 is MDLM's ancestral step (no revision). Samplers, all
 with exactly K model calls (`sample`):
-  'mdlm'   ancestral, alpha on the uniform grid t_k = 1 - k/K.
+  'mdlm'   ancestral, alpha on the uniform grid t_k = 1 - k/K: each masked
+           token unmasks independently, so the number decoded per step is
+           random (Binomial) -- the MDLM and ReMDM papers' sampler.
+  'mdlm_fixed'  the same grid, but exactly round(L alpha_s) - round(L
+           alpha_t) uniformly chosen masked tokens are decoded per step (one
+           per step at K = L: ancestral sampling in a random order, exact
+           with the exact denoiser).
   'remdm'  ReMDM-loop (2503.00307 Sec. 4.1): alpha rises 0 -> alpha_on on
            t in [1, t_on] and alpha_on -> 1 on [0, t_off] with MDLM steps;
            on [t_off, t_on] alpha is held at alpha_on and every step
@@ -63,26 +71,15 @@ with exactly K model calls (`sample`):
            token is left masked by a revision, so the number of decoded
            tokens follows MDLM's schedule exactly.
 
-Metrics: validity rate (`is_valid`) and, for 'onehot'/'exactk', the TV
-distance between the empirical law of the samples and the uniform law on
-valid strings (`empirical_tv`; with its finite-sample floor: the TV of as
-many exact uniform draws, `tv_floor`). Every sampler also runs with the
-exact denoiser of the language (`oracle_logits_fn`, the true conditional
-marginals by enumeration): it separates what the sampler costs from what
-the training costs.
-
-Measured (default config, 3 seeds x 512 samples; learned / exact
-denoiser): validity at K = 4, one-hot MDLM 0.711 / 0.706, ReMDM-loop
-0.708 / 0.695, revision 0.697 / 0.691; Latin squares MDLM 0.031 / 0.152,
-ReMDM-loop 0.003 / 0.023, revision 0.031 / 0.151. At K = 16 MDLM reaches
-0.907 / 0.909 (one-hot) and 0.201 / 0.613 (Latin): even a perfect
-denoiser misses the 0.95 gate at K = n, because ~1 token per step on
-average still means several tokens drawn independently in some steps (the
-factorisation error of the exact part, now with random unmasking). The
-issue's "ReMDM >= MDLM + 0.10 at K = n/4" does not reproduce, with either
-denoiser: with 4 calls the loop schedule decodes 90% of the tokens in the
-first two steps and its single loop step (sigma = 0.02 per token on
-average) cannot repair that.
+Metrics: validity rate (`is_valid`), the NELBO against the exact
+log-count log N (`nelbo`; >= log N, = log N for the exact denoiser) and,
+for 'onehot'/'exactk', the TV distance between the empirical law of the
+samples and the uniform law on valid strings (`empirical_tv`; with its
+finite-sample floor: the TV of as many exact uniform draws, `tv_floor`).
+The exact denoiser of the language (`oracle_logits_fn`, the true
+conditional marginals by enumeration) separates what a sampler costs from
+what the training costs. The experiment (claims, sweeps, plots) is
+`experiments/dlm.py`.
 """
 
 from __future__ import annotations
@@ -93,7 +90,6 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from absl import logging
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -107,7 +103,7 @@ from iclrjax.diffusion import nets
 # pylint: disable=invalid-name
 
 LANGUAGES = ('onehot', 'exactk', 'latin')
-SAMPLERS = ('mdlm', 'remdm', 'revise')
+SAMPLERS = ('mdlm', 'mdlm_fixed', 'remdm', 'revise')
 LENGTH = 16
 
 
@@ -199,19 +195,41 @@ def tv_floor(num_valid: int, num_samples: int, seed: int = 0,
   return float(np.mean(0.5 * np.abs(c / num_samples - 1.0 / num_valid).sum(1)))
 
 
-def oracle_logits_fn(strings: np.ndarray, vocab: int
+OFF_SUPPORT = ('nearest', 'uniform')
+
+
+def oracle_logits_fn(strings: np.ndarray, vocab: int,
+                     off_support: str = 'nearest'
                      ) -> Callable[[jax.Array], jax.Array]:
-  """The perfect denoiser of the uniform law on `strings`: z [N, L] ->
-  log p(x^i = v | visible tokens of z) [N, L, V] by enumeration (uniform
-  over the vocab when no string matches z: off the support)."""
+  """The exact denoiser of the uniform law on `strings`: z [N, L] ->
+  log p(x^i = v | visible tokens of z) [N, L, V] by enumeration.
+
+  On the support (some string agrees with every visible token) this is the
+  true conditional law whatever `off_support` says. Off it -- a state no
+  training string reaches, which only remasking and revision samplers visit
+  after an inconsistent draw -- the exact law is undefined, and:
+    'nearest'  the conditional of the strings with the fewest mismatches on
+               the visible tokens (the limit of a denoiser that reads visible
+               tokens as noisy; it steers masked positions towards a valid
+               completion, as a trained model does);
+    'uniform'  uniform over the vocabulary (a denoiser that gives up).
+  """
+  if off_support not in OFF_SUPPORT:
+    raise ValueError(f'off_support must be one of {OFF_SUPPORT}, got '
+                     f'{off_support!r}')
   S_KxL = jnp.asarray(strings, jnp.int32)
   hot_KxLxV = jax.nn.one_hot(S_KxL, vocab)
 
   def logits_fn(z_NxL: jax.Array) -> jax.Array:
-    ok_NxK = jnp.all((z_NxL[:, None] == vocab) | (z_NxL[:, None] == S_KxL),
-                     axis=-1).astype(jnp.float32)
-    marg = jnp.einsum('nk,klv->nlv', ok_NxK, hot_KxLxV)
-    z_N = jnp.sum(ok_NxK, -1)[:, None, None]
+    z_Nx1xL = z_NxL[:, None]
+    miss_NxK = jnp.sum((z_Nx1xL != vocab) & (z_Nx1xL != S_KxL), axis=-1)
+    best_Nx1 = jnp.min(miss_NxK, axis=-1, keepdims=True)
+    if off_support == 'nearest':
+      w_NxK = (miss_NxK == best_Nx1).astype(jnp.float32)
+    else:
+      w_NxK = (miss_NxK == 0).astype(jnp.float32)
+    marg = jnp.einsum('nk,klv->nlv', w_NxK, hot_KxLxV)
+    z_N = jnp.sum(w_NxK, -1)[:, None, None]
     p = jnp.where(z_N > 0, marg / jnp.maximum(z_N, 1.0), 1.0 / vocab)
     return jnp.log(p)
 
@@ -257,16 +275,53 @@ def mdlm_loss(logits_BxLxV: jax.Array, x0_BxL: jax.Array, mask_BxL: jax.Array,
   return jnp.sum(jnp.where(mask_BxL, nll_BxL, 0.0), axis=-1) / t_B
 
 
-def corrupt(key: jax.Array, x0_BxL: jax.Array, vocab: int, t_min: float
-            ) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """(z_t, mask, t): t stratified over the batch in [t_min, 1], each token
-  masked independently w.p. 1 - alpha_t = t."""
-  B = x0_BxL.shape[0]
+def corrupt(key: jax.Array, x0_BxL: jax.Array, vocab: int, t_min: float,
+            count: bool = False) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(z_t, mask, t) for the MDLM loss.
+
+  Continuous (`count=False`): t stratified over the batch in [t_min, 1],
+  each token masked independently w.p. 1 - alpha_t = t.
+  `count=True`: the number of masked tokens m is stratified over the batch
+  in {1..L} and exactly m uniformly chosen positions are masked; t = m / L.
+  The same NELBO with less variance: given t the masked set is a uniform
+  m-subset with m ~ Binomial(L, t), and E_{t~U(0,1)}[P(m | t) / t] =
+  C(L, m) B(m, L - m + 1) = 1/m, so E_t (1/t) sum_{i in M} l_i =
+  sum_m (1/m) E_{|M|=m} sum_{i in M} l_i, whose one-draw estimate with
+  m ~ U{1..L} is (L/m) sum_{i in M} l_i = (1/t) sum_{i in M} l_i: the same
+  `mdlm_loss`, for any denoiser of z alone (t_min -> 0; tested). It is the
+  any-order autoregressive form of the NELBO (no 1/t blow-up near t = 0).
+  """
+  B, L = x0_BxL.shape
   k_t, k_m = jax.random.split(key)
   u = (jax.random.uniform(k_t) + jnp.arange(B) / B) % 1.0
-  t_B = t_min + (1.0 - t_min) * u
-  mask_BxL = jax.random.uniform(k_m, x0_BxL.shape) < t_B[:, None]
+  if count:
+    m_B = 1 + jnp.floor(u * L).astype(jnp.int32)
+    rank = jnp.argsort(jnp.argsort(jax.random.uniform(k_m, (B, L)), -1), -1)
+    mask_BxL = rank < m_B[:, None]
+    t_B = m_B.astype(jnp.float32) / L
+  else:
+    t_B = t_min + (1.0 - t_min) * u
+    mask_BxL = jax.random.uniform(k_m, x0_BxL.shape) < t_B[:, None]
   return jnp.where(mask_BxL, vocab, x0_BxL), mask_BxL, t_B
+
+
+def nelbo(logits_fn: Callable[[jax.Array], jax.Array], strings: jax.Array,
+          vocab: int, key: jax.Array, reps: int = 32, t_min: float = 1e-3,
+          count: bool = True) -> tuple[jax.Array, jax.Array]:
+  """(mean, standard error) of the MDLM NELBO in nats per string under the
+  uniform law on `strings` [N, L]: `reps` draws of (t, z_t) per string
+  (stratified within each pass over the N strings; `corrupt`'s `count`
+  form by default, the lower-variance one), one pass per rep
+  under `lax.map`. It bounds -log p(x) from above, so it is >= log N, with
+  equality for the exact denoiser (tested)."""
+  x0 = jnp.asarray(strings, jnp.int32)
+
+  def one(k):
+    z, mask, t = corrupt(k, x0, vocab, t_min, count)
+    return mdlm_loss(logits_fn(z), x0, mask, t)
+
+  loss = jax.lax.map(one, jax.random.split(key, reps)).reshape(-1)
+  return jnp.mean(loss), jnp.std(loss) / jnp.sqrt(loss.size)
 
 
 class TrainState(NamedTuple):
@@ -276,21 +331,31 @@ class TrainState(NamedTuple):
   key: jax.Array    # raw key: minibatches and masks, folded with the step
 
 
-def make_trainer(model: Denoiser, strings: np.ndarray, c: Any):
+def make_trainer(model: Denoiser, strings: np.ndarray, c: Any,
+                 num_steps: int | None = None):
   """(init, step) training `model` with the MDLM loss on minibatches drawn
   (epoch-wise without replacement, `core.data.batch_indices`) from the
   valid `strings`. Fields of `c`: batch_size, learning_rate, warmup_steps,
-  ema_decay, t_min.
+  ema_decay, t_min; optional lr_decay ('constant' after the warm-up, or
+  'cosine' to 1% at `num_steps`) and time_sampling ('count' or
+  'continuous', see `corrupt`; default 'count').
 
   `strings` [N, L] gives the shapes only: `step(state, t, strings)` takes
   them as its `data` argument (`r.train(..., data=strings)`), an input of
   the compiled loop rather than a constant of it."""
   n, length = np.shape(strings)
-  tx = optax.chain(
-      optax.clip_by_global_norm(1.0),
-      optax.adamw(optax.linear_schedule(0.0, c.learning_rate,
-                                        max(1, c.warmup_steps)),
-                  weight_decay=0.0))
+  warm = max(1, c.warmup_steps)
+  if c.get('lr_decay', 'constant') == 'cosine':
+    if num_steps is None:
+      raise ValueError("lr_decay='cosine' needs num_steps (its horizon)")
+    lr = optax.warmup_cosine_decay_schedule(
+        0.0, c.learning_rate, warm, max(warm + 1, num_steps),
+        end_value=0.01 * c.learning_rate)
+  else:
+    lr = optax.linear_schedule(0.0, c.learning_rate, warm)
+  count = c.get('time_sampling', 'count') == 'count'
+  tx = optax.chain(optax.clip_by_global_norm(1.0),
+                   optax.adamw(lr, weight_decay=0.0))
 
   def init(key: jax.Array) -> TrainState:
     k_init, k_run = jax.random.split(key)
@@ -299,7 +364,7 @@ def make_trainer(model: Denoiser, strings: np.ndarray, c: Any):
     return TrainState(params, tx.init(params), params, k_run)
 
   def loss_fn(params, x0_BxL, key):
-    z_BxL, mask_BxL, t_B = corrupt(key, x0_BxL, model.vocab, c.t_min)
+    z_BxL, mask_BxL, t_B = corrupt(key, x0_BxL, model.vocab, c.t_min, count)
     loss_B = mdlm_loss(model.apply(params, z_BxL), x0_BxL, mask_BxL, t_B)
     return jnp.mean(loss_B)
 
@@ -368,7 +433,7 @@ def step_trans(z_NxL: jax.Array, probs_NxLxV: jax.Array, sig_NxL: jax.Array,
 @dataclasses.dataclass(frozen=True)
 class Sampler:
   """A sampler with K model calls; see the module docstring."""
-  kind: str = 'mdlm'          # 'mdlm' | 'remdm' | 'revise'
+  kind: str = 'mdlm'          # 'mdlm' | 'mdlm_fixed' | 'remdm' | 'revise'
   num_steps: int = 16         # K
   eta: float = 1.0            # sigma_t = min(eta, sigma_max)
   conf: bool = True           # confidence-based sigma (remdm, revise)
@@ -391,7 +456,7 @@ def schedule(s: Sampler) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   else:
     alpha = 1.0 - t
   a_t, a_s = alpha[:-1], alpha[1:]
-  if s.kind == 'mdlm':
+  if s.kind in ('mdlm', 'mdlm_fixed'):
     sig = np.zeros(s.num_steps)
   elif s.kind == 'remdm':  # remask only inside the loop (alpha held)
     loop = np.isclose(a_t, s.alpha_on) & np.isclose(a_s, s.alpha_on)
@@ -409,13 +474,24 @@ class SampleOut(NamedTuple):
   revised: jax.Array      # [] tokens changed token -> token (revise)
 
 
-def sampler_arrays(s: Sampler) -> dict[str, jax.Array]:
+def unmask_counts(s: Sampler, length: int = LENGTH) -> np.ndarray:
+  """Tokens decoded by each step of 'mdlm_fixed' [K]: round(L alpha_s) -
+  round(L alpha_t), so the counts sum to L and follow the expected counts of
+  the random-count sampler; -1 (random count) for the other kinds."""
+  if s.kind != 'mdlm_fixed':
+    return np.full(s.num_steps, -1, np.int32)
+  a_t, a_s, _ = schedule(s)
+  return (np.round(length * a_s) - np.round(length * a_t)).astype(np.int32)
+
+
+def sampler_arrays(s: Sampler, length: int = LENGTH) -> dict[str, jax.Array]:
   """The traced inputs of `sample_arrays` for `s` (one compilation serves
   every sampler with the same K)."""
   a_t, a_s, sig = schedule(s)
   return {'alpha_t': jnp.asarray(a_t, jnp.float32),
           'alpha_s': jnp.asarray(a_s, jnp.float32),
           'sigma': jnp.asarray(sig, jnp.float32),
+          'count': jnp.asarray(unmask_counts(s, length)),
           'revise': jnp.asarray(s.kind == 'revise'),
           'conf': jnp.asarray(s.conf)}
 
@@ -428,8 +504,8 @@ def sample_arrays(logits_fn: Callable[[jax.Array], jax.Array], key: jax.Array,
 
   def body(carry, inp):
     z, psi, key, n_rev = carry
-    alpha_t, alpha_s, sigma = inp
-    key, k_rev, k_draw = jax.random.split(key, 3)
+    alpha_t, alpha_s, sigma, count = inp
+    key, k_rev, k_draw, k_pick, k_tok = jax.random.split(key, 5)
     sig_tok = jnp.where(conf, token_sigma(z, psi, sigma, vocab, True),
                         token_sigma(z, psi, sigma, vocab, False))
     # Revision picks its tokens before the call and hides them from it.
@@ -442,6 +518,14 @@ def sample_arrays(logits_fn: Callable[[jax.Array], jax.Array], key: jax.Array,
     full = jnp.concatenate([probs, jnp.zeros(probs.shape[:-1] + (1,))], -1)
     trans = jnp.where(chosen[..., None], full, trans)
     new = jax.random.categorical(k_draw, jnp.log(trans), axis=-1)
+    # Fixed count: exactly `count` masked positions, uniformly at random,
+    # each drawn from x_theta (the random-count step's law given how many).
+    masked = z_in == vocab
+    score = jnp.where(masked, jax.random.uniform(k_pick, z.shape), 2.0)
+    rank = jnp.argsort(jnp.argsort(score, axis=-1), axis=-1)
+    pick = masked & (rank < count)
+    tok = jax.random.categorical(k_tok, jnp.log(probs), axis=-1)
+    new = jnp.where(count >= 0, jnp.where(pick, tok, z_in), new)
     fresh = (new != vocab) & (z_in == vocab)
     conf_new = jnp.take_along_axis(
         probs, jnp.minimum(new, vocab - 1)[..., None], -1)[..., 0]
@@ -453,7 +537,8 @@ def sample_arrays(logits_fn: Callable[[jax.Array], jax.Array], key: jax.Array,
   psi0 = jnp.full((num, length), jnp.inf, jnp.float32)
   (z, _, _, n_rev), frac = jax.lax.scan(
       body, (z0, psi0, key, jnp.int32(0)),
-      (arrays['alpha_t'], arrays['alpha_s'], arrays['sigma']))
+      (arrays['alpha_t'], arrays['alpha_s'], arrays['sigma'],
+       arrays['count']))
   return SampleOut(z, frac, n_rev)
 
 
@@ -462,304 +547,14 @@ def sample(logits_fn: Callable[[jax.Array], jax.Array], key: jax.Array,
            ) -> SampleOut:
   """Draws `num` strings with exactly K = s.num_steps calls of
   `logits_fn(z [num, L]) -> [num, L, V]` (one per step, under lax.scan)."""
-  return sample_arrays(logits_fn, key, num, vocab, sampler_arrays(s), length)
-
-
-# -- the experiment ---------------------------------------------------------------------
-def config_schema() -> dict[str, Any]:
-  from iclrjax.core import config as cfg_lib  # pylint: disable=g-import-not-at-top
-  pos = cfg_lib.Float(min=0.0, min_inclusive=False)
-  unit = cfg_lib.Float(min=0.0, max=1.0)
-  return {
-      'languages': cfg_lib.Seq(item=cfg_lib.Choice(*LANGUAGES), min_len=1),
-      'exactk_k': cfg_lib.Int(min=1, max=LENGTH - 1),
-      'samplers': cfg_lib.Seq(item=cfg_lib.Choice(*SAMPLERS), min_len=1),
-      'num_steps': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1,
-                               help='sampling budgets K (model calls)'),
-      'headline_steps': cfg_lib.Int(min=1, help='K of the ReMDM claim'),
-      'gate_steps': cfg_lib.Int(min=1, help='K of the MDLM quality gate'),
-      'gate_validity': unit,
-      'margin': unit,
-      'num_samples': cfg_lib.Int(min=1, help='samples per seed and sampler'),
-      'remdm_eta': unit,
-      'remdm_t_on': unit,
-      'remdm_t_off': unit,
-      'remdm_alpha_on': cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False,
-                                      max_inclusive=False),
-      'revise_eta': unit,
-      'width': cfg_lib.Int(min=1),
-      'depth': cfg_lib.Int(min=1),
-      'heads': cfg_lib.Int(min=1),
-      'train_steps': cfg_lib.Int(min=1),
-      'batch_size': cfg_lib.Int(min=1),
-      'learning_rate': pos,
-      'warmup_steps': cfg_lib.Int(min=0),
-      'ema_decay': cfg_lib.Float(min=0.0, max=1.0, max_inclusive=False),
-      't_min': cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False,
-                             max_inclusive=False),
-      'steps_per_chunk': cfg_lib.Int(min=1),
-      'log_every': cfg_lib.Int(min=1),
-  }
-
-
-def check_config(c) -> None:
-  from iclrjax.core import config as cfg_lib  # pylint: disable=g-import-not-at-top
-  cfg_lib.check(c.width % c.heads == 0, 'heads', c.heads,
-                f'must divide width={c.width}')
-  cfg_lib.check(c.remdm_t_off < c.remdm_t_on, 'remdm_t_off', c.remdm_t_off,
-                f'must be < remdm_t_on={c.remdm_t_on}')
-  for f in ('headline_steps', 'gate_steps'):
-    cfg_lib.check(c[f] in c.num_steps, f, c[f],
-                  f'must be one of num_steps={tuple(c.num_steps)}')
-
-
-def samplers_of(cfg, K: int) -> dict[str, Sampler]:
-  """The configured samplers at budget K."""
-  out = {'mdlm': Sampler('mdlm', K),
-         'remdm': Sampler('remdm', K, eta=cfg.remdm_eta, conf=cfg.conf,
-                          t_on=cfg.remdm_t_on, t_off=cfg.remdm_t_off,
-                          alpha_on=cfg.remdm_alpha_on),
-         'revise': Sampler('revise', K, eta=cfg.revise_eta, conf=cfg.conf)}
-  return {k: out[k] for k in cfg.samplers}
-
-
-def _tag(language: str, sampler: str, K: int) -> str:
-  return f'{language}_{sampler}_K{K}'
-
-
-def evaluate(language: str, cfg, logits_fn_of: Callable, params: Any,
-             keys: jax.Array, prefix: str) -> dict[str, np.ndarray]:
-  """validity (and TV) per seed of every sampler and K. `params` has a
-  leading seed axis; `logits_fn_of(p)` -> logits_fn."""
-  V = vocab_size(language)
-  support = language_strings(language, cfg.exactk_k)
-  out = {}
-  for K in cfg.num_steps:
-    draw = jax.jit(jax.vmap(lambda p, k, a: sample_arrays(
-        logits_fn_of(p), k, cfg.num_samples, V, a).x, in_axes=(0, 0, None)))
-    logging.info('dlm: %s%s, K = %d: sampling %s', prefix, language, K,
-                 ', '.join(cfg.samplers))
-    for name, smp in samplers_of(cfg, K).items():
-      x = np.asarray(draw(params, keys, sampler_arrays(smp)))  # [S, N, L]
-      tag = _tag(language, name, K)
-      out[f'{prefix}validity/{tag}'] = np.asarray(
-          is_valid(language, x, cfg.exactk_k), float).mean(-1)
-      if language != 'latin':
-        out[f'{prefix}tv/{tag}'] = np.array(
-            [empirical_tv(xs, support, V) for xs in x])
-  return out
-
-
-def run(r):
-  """Trains an MDLM per language (seeds vmapped), samples it with every
-  sampler at every K, does the same with the exact (oracle) denoiser, and
-  adds the exact round-model claims of `dlm.summary()`."""
-  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
-  from iclrjax.diffusion import dlm  # pylint: disable=g-import-not-at-top
-  cfg = r.config
-  metrics: dict[str, np.ndarray] = {}
-  S = cfg.num_seeds
-  for li, language in enumerate(cfg.languages):
-    V = vocab_size(language)
-    strings = language_strings(language, cfg.exactk_k)
-    model = Denoiser(vocab=V, width=cfg.width, depth=cfg.depth,
-                     heads=cfg.heads)
-    init, step = make_trainer(model, strings, cfg)
-    out = r.train(init, step, num_steps=cfg.train_steps, data=strings,
-                  chunk_size=min(cfg.steps_per_chunk, cfg.train_steps),
-                  phase=language, log_every=cfg.log_every,
-                  postfix_keys=('loss',))
-    ema = jax.tree.map(lambda a: a[:S], out.state.ema)
-    keys = jax.vmap(lambda i: jax.random.fold_in(
-        jax.random.key(cfg.seed + 7919 * (li + 1)), i))(jnp.arange(S))
-    metrics.update(evaluate(language, cfg,
-                            lambda p: lambda z: model.apply(p, z), ema, keys,
-                            ''))
-    oracle = oracle_logits_fn(strings, V)
-    metrics.update(evaluate(language, cfg, lambda p: oracle,
-                            jnp.zeros(S), keys, 'oracle_'))
-    rows = [row for row in r.rows() if f'{language}/loss' in row]
-    if rows:
-      metrics[f'final_loss/{language}'] = np.asarray(
-          rows[-1][f'{language}/loss'], float)[:S]
-    if language != 'latin':
-      metrics[f'tv_floor/{language}'] = np.full(
-          S, tv_floor(len(strings), cfg.num_samples))
-  exact = dlm.summary()
-  _plots(r, cfg, metrics)
-  table = validity_table(cfg, metrics)
-  (r.workdir / 'validity_table.md').write_text(table + '\n')
-  claims = exact_claims(exact) + learned_claims(cfg, metrics)
-  return launch.Result(metrics=metrics, claims=claims,
-                       extra={'exact': _jsonable(exact),
-                              'validity_table': table.split('\n')})
-
-
-def validity_table(cfg, m: dict[str, np.ndarray]) -> str:
-  """Markdown: validity (mean over seeds) per language, sampler and K,
-  learned / exact denoiser."""
-  Ks = sorted(cfg.num_steps)
-  lines = ['| language | sampler | ' + ' | '.join(f'K={K}' for K in Ks)
-           + ' |', '|---|---|' + '---|' * len(Ks)]
-  for lang in cfg.languages:
-    for name in cfg.samplers:
-      cells = [f"{m[f'validity/{_tag(lang, name, K)}'].mean():.3f} / "
-               f"{m[f'oracle_validity/{_tag(lang, name, K)}'].mean():.3f}"
-               for K in Ks]
-      lines.append(f'| {lang} | {name} | ' + ' | '.join(cells) + ' |')
-  return '\n'.join(lines)
-
-
-def _jsonable(obj):
-  if isinstance(obj, dict):
-    return {str(k): _jsonable(v) for k, v in obj.items()}
-  if isinstance(obj, (list, tuple)):
-    return [_jsonable(v) for v in obj]
-  if isinstance(obj, (np.floating, np.integer)):
-    return obj.item()
-  return obj
-
-
-def exact_claims(ex: dict[str, dict]) -> list[Any]:
-  """The exact round-model claims (gen.md 6.3) from `dlm.summary()`."""
-  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
-  nr, rv = ex['onehot_norevision'], ex['onehot_revision']
-  gap = all(all(t > 1e-6 for t in v['tv'][:-1]) and v['tv'][-1] < 1e-12
-            for v in nr.values())
-  rev = all(v['tv'] < 1e-12 and v['rounds'] == 2 for v in rv.values())
-  par = ex['parity']
-  ring = ex['ring']
-  ring_ok = all(
-      v['remask']['peak_unmasked'] == v['remask']['width']
-      and v['noremask']['peak_unmasked'] == v['noremask']['size']
-      and v['remask']['tv_output'] < 1e-12 and v['noremask']['tv_output']
-      < 1e-12 and v['remask']['rounds'] == v['remask']['depth'] + 1
-      and v['noremask']['rounds'] == v['noremask']['depth'] + 1
-      for v in ring.values())
-  fmt = lambda xs: '[' + ', '.join(f'{x:.3f}' for x in xs) + ']'
-  return [
-      launch.Claim(
-          claim=('Uniform one-hot law, oracle predictor, no revision: TV > 0 '
-                 'for every r < n rounds (0 at r = n); with revision TV = 0 '
-                 'in 2 rounds (exact, n = 4, 8).'),
-          holds=bool(gap and rev),
-          evidence='; '.join(
-              f'n={n}: no-revision TV r=1..n {fmt(v["tv"])}, revision TV '
-              f'{rv[n]["tv"]:.1e} in {rv[n]["rounds"]} rounds'
-              for n, v in nr.items())),
-      launch.Claim(
-          claim=('CoT simulation: a depth-d randomized circuit (XOR tree, '
-                 '(U, PARITY(U))) is sampled exactly in d + 1 rounds.'),
-          holds=all(v['tv'] < 1e-12 and v['rounds'] == v['depth'] + 1
-                    for v in par.values()),
-          evidence='; '.join(f'n={n}: depth {v["depth"]}, {v["rounds"]} '
-                             f'rounds, TV {v["tv"]:.1e}'
-                             for n, v in par.items())),
-      launch.Claim(
-          claim=('Space: the CoT footprint (peak unmasked tokens) is the '
-                 'circuit size without remasking and the width with '
-                 'remasking, in d + 1 rounds with the exact output law.'),
-          holds=bool(ring_ok),
-          evidence='; '.join(
-              f'{k}: peak {v["noremask"]["peak_unmasked"]} (size '
-              f'{v["noremask"]["size"]}) vs {v["remask"]["peak_unmasked"]} '
-              f'(width {v["remask"]["width"]}), rounds '
-              f'{v["remask"]["rounds"]}' for k, v in ring.items())),
-  ]
-
-
-def learned_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
-  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
-  claims = []
-  get = lambda k: float(np.mean(m[k]))
-  Kg, Kh = cfg.gate_steps, cfg.headline_steps
-  gates = {}
-  for lang in cfg.languages:
-    if 'mdlm' not in cfg.samplers:
-      continue
-    v = get(f'validity/{_tag(lang, "mdlm", Kg)}')
-    o = get(f'oracle_validity/{_tag(lang, "mdlm", Kg)}')
-    gates[lang] = v >= cfg.gate_validity
-    claims.append(launch.Claim(
-        claim=(f'[{lang}] model quality gate: MDLM validity at K = {Kg} >= '
-               f'{cfg.gate_validity:.2f}.'),
-        holds=bool(gates[lang]),
-        evidence=(f'learned {v:.3f}; the exact (oracle) denoiser with the '
-                  f'same sampler {o:.3f}')))
-    gaps = {K: get(f'validity/{_tag(lang, "mdlm", K)}')
-            - get(f'oracle_validity/{_tag(lang, "mdlm", K)}')
-            for K in cfg.num_steps}
-    claims.append(launch.Claim(
-        claim=(f'[{lang}] the learned denoiser is as good as the exact one '
-               'under MDLM sampling: validity within 0.05 of the exact '
-               "denoiser's at every K."),
-        holds=bool(max(abs(g) for g in gaps.values()) <= 0.05),
-        evidence='learned - exact: ' + ', '.join(
-            f'K={K} {g:+.3f}' for K, g in gaps.items())))
-  if {'mdlm', 'remdm'} <= set(cfg.samplers):
-    parts, ok = [], True
-    for lang in ('onehot', 'latin'):
-      if lang not in cfg.languages:
-        continue
-      a = get(f'validity/{_tag(lang, "mdlm", Kh)}')
-      b = get(f'validity/{_tag(lang, "remdm", Kh)}')
-      oa = get(f'oracle_validity/{_tag(lang, "mdlm", Kh)}')
-      ob = get(f'oracle_validity/{_tag(lang, "remdm", Kh)}')
-      ok = ok and b >= a + cfg.margin and gates.get(lang, False)
-      parts.append(f'{lang}: MDLM {a:.3f} -> ReMDM {b:.3f} ({b - a:+.3f}; '
-                   f'oracle denoiser {oa:.3f} -> {ob:.3f}); gate '
-                   f'{"holds" if gates.get(lang) else "fails"}')
-    claims.append(launch.Claim(
-        claim=(f'At K = {Kh} model calls ReMDM-loop remasking raises validity '
-               f'by >= {cfg.margin:.2f} absolute over MDLM ancestral sampling '
-               'on one-hot strings and on 4x4 Latin squares (with the MDLM '
-               'quality gate holding).'),
-        holds=bool(ok and parts), evidence='; '.join(parts)))
-  return claims
-
-
-def _plots(r, cfg, metrics) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  r.plots_dir.mkdir(parents=True, exist_ok=True)
-  Ks = sorted(cfg.num_steps)
-  for field, langs in (('validity', cfg.languages),
-                       ('tv', [l for l in cfg.languages if l != 'latin'])):
-    if not langs:
-      continue
-    fig, axes = plt.subplots(1, len(langs), figsize=(3.6 * len(langs), 3.0),
-                             squeeze=False)
-    for ax, lang in zip(axes[0], langs):
-      for i, name in enumerate(cfg.samplers):
-        for prefix, style in (('', '-'), ('oracle_', ':')):
-          vals = [metrics[f'{prefix}{field}/{_tag(lang, name, K)}']
-                  for K in Ks]
-          ax.errorbar(Ks, [v.mean() for v in vals],
-                      yerr=[v.std() for v in vals], fmt='o' + style,
-                      color=f'C{i}', ms=3, capsize=2,
-                      label=name + (' (oracle)' if prefix else ''))
-      if field == 'tv' and f'tv_floor/{lang}' in metrics:
-        ax.axhline(metrics[f'tv_floor/{lang}'].mean(), color='gray', lw=0.8,
-                   label='finite-N floor')
-      ax.set_xscale('log', base=2)
-      ax.set_xticks(Ks, [str(k) for k in Ks])
-      ax.set_xlabel('model calls K')
-      ax.set_title(lang, fontsize=9)
-    axes[0, 0].set_ylabel('validity rate' if field == 'validity'
-                          else 'TV to uniform on valid strings')
-    axes[0, -1].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(r.plots_dir / f'{field}_vs_K.png', dpi=120)
-    plt.close(fig)
+  return sample_arrays(logits_fn, key, num, vocab,
+                       sampler_arrays(s, length), length)
 
 
 __all__: Sequence[str] = [
-    'Denoiser', 'LANGUAGES', 'LENGTH', 'SAMPLERS', 'SampleOut', 'Sampler',
-    'TrainState', 'check_config', 'config_schema', 'corrupt', 'empirical_tv',
-    'evaluate', 'exact_claims', 'is_valid', 'language_strings',
-    'latin_squares', 'learned_claims', 'make_trainer', 'mdlm_loss',
-    'oracle_logits_fn', 'run', 'sample', 'sample_arrays', 'sampler_arrays',
-    'samplers_of', 'schedule',
-    'sigma_max', 'step_trans', 'string_ids', 'token_sigma', 'tv_floor',
-    'validity_table', 'vocab_size']
+    'Denoiser', 'LANGUAGES', 'LENGTH', 'OFF_SUPPORT', 'SAMPLERS', 'SampleOut',
+    'Sampler', 'TrainState', 'corrupt', 'empirical_tv', 'is_valid',
+    'language_strings', 'latin_squares', 'make_trainer', 'mdlm_loss', 'nelbo',
+    'oracle_logits_fn', 'sample', 'sample_arrays', 'sampler_arrays',
+    'schedule', 'sigma_max', 'step_trans', 'string_ids', 'token_sigma',
+    'tv_floor', 'unmask_counts', 'vocab_size']
