@@ -17,6 +17,8 @@ Variants:
   default  (CPU, ~15 min idle) branches (128,64)/(64,32)/(32,16), channels
            48/32/24, 2 ConvNeXt layers, batch 8, 300 FM + 100 GAN steps;
            3 seeds.
+  branches the default's endpoint multi- and single-branch models only, 8
+           seeds: criterion (iv) as a paired 95% CI (~10 min).
   paper    the paper's 24 kHz sizes (3 branches 768/512/384 x 8 layers,
            100 mels, 1.5 s clips, batch 64; 92k FM + 110k GAN steps).
 
@@ -24,12 +26,13 @@ Pass criteria (issue): (i) at 2 Euler steps endpoint gives >= 2x lower
 gap RMS than velocity, and lower LSD; (ii) spectral scaling lowers the
 quiet-bin LSD by >= 10% vs plain MSE at equal steps; (iii) the 1-step GAN
 generator's LSD <= the 4-step teacher's; (iv) multi-branch LSD < single-branch
-LSD at matched parameters.
+LSD at matched parameters, as a paired 95% CI over seeds (the branches
+variant; "no difference" when the CI covers 0).
 """
 
 import ml_collections
 
-VARIANTS = ('smoke', 'default', 'paper')
+VARIANTS = ('smoke', 'default', 'branches', 'paper')
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -132,6 +135,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.eval_batch = 4
     c.steps_per_chunk = 2
     c.log_every = 2
+  elif variant == 'branches':
+    c.num_seeds = 8
+    c.fm_variants = ('endpoint', 'single')
+    c.gan_num_steps = ()
+    c.eval_steps = (2,)
+    c.teacher_steps = 2
   elif variant == 'paper':
     c.gan_num_steps = (1, 2)
     c.sample_rate = 24000

@@ -901,14 +901,27 @@ def _plots(r, c, metrics, samples) -> None:
            title='stage 2: multi-scale log-mel L1')
 
 
+def _seed_spread(x) -> float:
+  """Worst over best seed of a positive per-seed metric: how large a ratio
+  seed noise alone makes (the null control of a ratio claim)."""
+  x = np.asarray(x, float)
+  return float(x.max() / x.min())
+
+
 def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
+  """gen.md 4.4 criteria (i)-(iv), each with a control that fails it: the
+  baseline against itself across seeds for the ratio claims (i), (ii), the
+  untuned teacher for (iii), and for (iv), a paired 95% CI over seeds with
+  the single-branch model against itself (seed halves) as the null."""
   from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
+  from iclrjax.core import logging as log_lib  # pylint: disable=g-import-not-at-top
   get = lambda k: float(np.mean(m[k])) if k in m else None
   h = c.headline_steps
   claims = []
   ep, ve = _tag('endpoint', h), _tag('velocity', h)
   if f'lsd/{ep}' in m and f'lsd/{ve}' in m:
     ratio = get(f'gap_rms/{ve}') / get(f'gap_rms/{ep}')
+    null = _seed_spread(m[f'gap_rms/{ve}'])
     claims.append(launch.Claim(
         claim=(f'(i) At {h} Euler steps, endpoint estimation gives >= 2x '
                'lower residual RMS in the silent gaps than velocity '
@@ -917,10 +930,15 @@ def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
         evidence=(f'gap RMS velocity {get(f"gap_rms/{ve}"):.2e} / endpoint '
                   f'{get(f"gap_rms/{ep}"):.2e} = {ratio:.1f}x; LSD endpoint '
                   f'{get(f"lsd/{ep}"):.2f} dB vs velocity '
-                  f'{get(f"lsd/{ve}"):.2f} dB')))
+                  f'{get(f"lsd/{ve}"):.2f} dB'),
+        control=launch.control_text(
+            'velocity estimation against itself across seeds (worst over '
+            'best seed)', f'gap RMS ratio {null:.2f}x', null >= 2.0)))
   mse = _tag('endpoint_mse', h)
   if f'lsd/{ep}' in m and f'lsd/{mse}' in m:
     a, b = get(f'lsd_quiet/{ep}'), get(f'lsd_quiet/{mse}')
+    q = np.asarray(m[f'lsd_quiet/{mse}'], float)
+    null = float((q.max() - q.min()) / q.max())
     claims.append(launch.Claim(
         claim=('(ii) Spectral-energy loss scaling lowers the LSD on quiet '
                f'bins (< {c.quiet_db:g} dB) by >= 10% vs plain MSE at equal '
@@ -928,27 +946,56 @@ def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
         holds=bool(a <= 0.9 * b),
         evidence=(f'quiet-bin LSD spectral {a:.2f} dB vs MSE {b:.2f} dB '
                   f'({100 * (b - a) / b:.1f}% lower); overall LSD '
-                  f'{get(f"lsd/{ep}"):.2f} vs {get(f"lsd/{mse}"):.2f}')))
+                  f'{get(f"lsd/{ep}"):.2f} vs {get(f"lsd/{mse}"):.2f}'),
+        control=launch.control_text(
+            'plain MSE against itself across seeds (best vs worst seed)',
+            f'{100 * null:.1f}% lower', null >= 0.1)))
   tt = _tag('endpoint', c.teacher_steps)
+  t1 = _tag('endpoint', 1)
   for n in c.gan_num_steps:
     g = _tag(f'gan{n}', n)
+    tn = _tag('endpoint', n)
     if f'lsd/{tt}' in m:
+      untuned = get(f'lsd/{tn}')
       claims.append(launch.Claim(
           claim=(f'(iii) The {n}-step GAN-tuned generator\'s LSD is <= the '
                  f'{c.teacher_steps}-step flow teacher\'s.'),
           holds=bool(get(f'lsd/{g}') <= get(f'lsd/{tt}')),
           evidence=(f'LSD GAN {n}-step {get(f"lsd/{g}"):.2f} dB vs teacher '
                     f'{c.teacher_steps}-step {get(f"lsd/{tt}"):.2f} dB '
-                    f'(teacher 1-step {get("lsd/" + _tag("endpoint", 1)) or 0:.2f}'
+                    f'(teacher 1-step {get("lsd/" + t1) or 0:.2f}'
                     f' dB); MR-STFT {get(f"mrstft/{g}"):.3f} vs '
-                    f'{get(f"mrstft/{tt}"):.3f}')))
+                    f'{get(f"mrstft/{tt}"):.3f}'),
+          control=(launch.control_text(
+              f'the teacher at {n} step(s) without GAN tuning',
+              f'LSD {untuned:.2f} dB', untuned <= get(f'lsd/{tt}'))
+                   if untuned is not None else '')))
   si = _tag('single', h)
   if f'lsd/{ep}' in m and f'lsd/{si}' in m:
     pm, ps = get('params/endpoint'), get('params/single')
+    diff = np.asarray(m[f'lsd/{si}'], float) - np.asarray(m[f'lsd/{ep}'],
+                                                          float)
+    d, ci = log_lib.mean_ci95(diff)
+    single = np.asarray(m[f'lsd/{si}'], float)
+    half = len(single) // 2
+    if half >= 2:
+      nd, nci = log_lib.mean_ci95(single[:half] - single[half:2 * half])
+      ctrl = launch.control_text(
+          f'single-branch against itself (seeds 0..{half - 1} vs '
+          f'{half}..{2 * half - 1})', f'{nd:+.2f} +- {nci:.2f} dB',
+          nd - nci > 0)
+    else:
+      ctrl = 'needs >= 4 seeds (see the branches variant)'
+    verdict = ('multi better' if d - ci > 0 else 'single better'
+               if d + ci < 0 else 'no difference')
     claims.append(launch.Claim(
         claim=('(iv) The multi-branch generator beats the single-branch '
-               f'(Vocos-like) one in LSD at matched parameters ({h} steps).'),
-        holds=bool(get(f'lsd/{ep}') < get(f'lsd/{si}')),
+               f'(Vocos-like) one in LSD at matched parameters ({h} steps): '
+               'paired 95% CI of single - multi above 0.'),
+        holds=bool(len(diff) >= 2 and d - ci > 0),
         evidence=(f'LSD multi {get(f"lsd/{ep}"):.2f} dB ({pm:.0f} params) vs '
-                  f'single {get(f"lsd/{si}"):.2f} dB ({ps:.0f} params)')))
+                  f'single {get(f"lsd/{si}"):.2f} dB ({ps:.0f} params): '
+                  f'single - multi {d:+.2f} +- {ci:.2f} dB over {len(diff)} '
+                  f'seeds ({verdict})'),
+        control=ctrl))
   return claims

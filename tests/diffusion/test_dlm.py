@@ -154,3 +154,21 @@ def test_summary_keys():
   assert s['onehot_revision'][4] == {'tv': 0.0, 'rounds': 2}
   assert s['ring']['w4_d2']['remask']['peak_unmasked'] == 4
   assert s['ring']['w4_d2']['noremask']['peak_unmasked'] == 12
+
+
+def test_autoregressive_decoding_of_the_cot_takes_size_rounds():
+  # The control of the CoT claim: exact, but one round per CoT token.
+  for n, size in ((4, 7), (8, 15)):
+    res = dlm.autoregressive_parity_rounds(n)
+    assert res['rounds'] == res['size'] == size and res['tv'] < 1e-12
+
+
+def test_exact_claims_hold_and_their_controls_fail():
+  from experiments import dlm as dlm_exp  # pylint: disable=g-import-not-at-top
+  ex = dlm.summary()
+  ex['ar_rounds'] = {n: dlm.autoregressive_parity_rounds(n) for n in (4, 8)}
+  claims = dlm_exp.exact_claims(ex)
+  assert len(claims) == 3
+  for c in claims:
+    assert c.holds, c
+    assert c.control.endswith('(fails)'), c

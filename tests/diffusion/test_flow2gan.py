@@ -232,3 +232,22 @@ def test_default_run_claims(default_run, prefix):
   # 17.01/16.96/17.17).
   c = _claim(default_run, prefix)
   assert c['holds'], c
+
+
+def test_branch_claim_is_a_paired_ci_with_a_null_control():
+  c = f2g_config.get_config('branches')
+  single = np.array([17.0, 17.1, 16.9, 17.2, 17.0, 17.1, 16.9, 17.0])
+
+  def claim(multi):
+    m = {'lsd/endpoint_2step': np.asarray(multi), 'lsd/single_2step': single,
+         'params/endpoint': np.full(8, 1e5), 'params/single': np.full(8, 1e5)}
+    (cl,) = [x for x in f2g.evaluate_claims(c, m) if x.claim.startswith('(iv)')]
+    return cl
+
+  win = claim(single - 0.3 + 0.02 * np.arange(8) % 0.05)
+  assert win.holds and 'multi better' in win.evidence, win
+  assert win.control.endswith('(fails)'), win      # single vs single: no win
+  tie = claim(single[::-1])                         # same values, re-paired
+  assert not tie.holds and 'no difference' in tie.evidence, tie
+  lose = claim(single + 0.3)
+  assert not lose.holds and 'single better' in lose.evidence, lose

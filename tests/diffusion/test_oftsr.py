@@ -296,17 +296,20 @@ def test_student_starts_as_teacher_and_distillation_moves_it_to_the_endpoint(
 
 
 # -- claims --------------------------------------------------------------------------
-def _metrics(c, psnr_t, fd_t, agree, fd_teachers, jump):
+def _metrics(c, psnr_t, fd_t, agree, fd_teachers, jump, undist=20.0):
   m = {f'psnr/student_t{t:g}': np.array([p]) for t, p in zip(c.knob_ts,
                                                               psnr_t)}
   m.update({f'fd/student_t{t:g}': np.array([f]) for t, f in zip(c.knob_ts,
                                                                  fd_t)})
   m[f'psnr_vs_teacher/student_t{c.knob_ts[-1]:g}'] = np.array([agree])
+  m['psnr_vs_teacher/jump'] = np.array([20.0])
   for sp, f in zip(c.sigma_ps, fd_teachers):
-    m[f'fd/teacher_sp{sp:g}_euler32'] = np.array([f])
+    m[f'fd/teacher_sp{sp:g}_euler32'] = np.array([f, 1.05 * f])
     m[f'psnr/teacher_sp{sp:g}_euler32'] = np.array([14.0])
-  m['fd/undistilled_t0.99'] = np.array([jump])
+  m['fd/undistilled_t0.99'] = np.array([undist])
   m['psnr/undistilled_t0.99'] = np.array([12.0])
+  m['fd/undistilled_t0.01'] = np.array([3.0])
+  m['psnr/undistilled_t0.01'] = np.array([12.5])
   m['fd/teacher_sp0.1_1step'] = np.array([jump])
   m['psnr/teacher_sp0.1_1step'] = np.array([14.0])
   return m
@@ -316,10 +319,13 @@ def test_claims_can_hold_and_fail():
   c = oftsr_config.get_config()
   good = _metrics(c, [14.3, 14.2, 14.1, 14.1, 14.0], [2.4, 1.7, 1.4, 1.4, 1.5],
                   28.0, [3.0, 1.0], 15.0)
-  assert [cl.holds for cl in oftsr.evaluate_claims(c, good)] == [True] * 4
+  claims = oftsr.evaluate_claims(c, good)
+  assert [cl.holds for cl in claims] == [True] * 5
+  for cl in claims:          # every control fails its claim
+    assert cl.control.endswith('(fails)'), cl
   bad = _metrics(c, [14.0, 14.1, 14.1, 14.2, 14.3], [2.0, 1.9, 1.9, 1.9, 1.9],
                  25.0, [1.2, 1.0], 5.0)
-  assert [cl.holds for cl in oftsr.evaluate_claims(c, bad)] == [False] * 4
+  assert [cl.holds for cl in oftsr.evaluate_claims(c, bad)] == [False] * 5
 
 
 def test_psnr_closed_form():
@@ -355,14 +361,24 @@ def _claim(summary, prefix):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('prefix', [
-    'The one-step student', 'The knob t', 'A sigma_p=0 teacher',
-    'Distillation makes the one-step knob'])
+@pytest.mark.parametrize('prefix', ['(i) ', '(ii) ', '(iii) ', '(vi) '])
 def test_default_claims(default_run, prefix):
-  # Measured (default config, 3 seeds, 17.6 min on 2 shared cores): student
-  # t=0.99 vs teacher 32-step endpoint 31.50 dB; student PSNR 14.31 -> 13.01
-  # dB and FD 13.23 -> 5.29 from t=0.01 to 0.99 (ratio 0.40); teacher FD
-  # sigma_p=0: 37.15 vs sigma_p=0.1: 4.93 (7.5x); undistilled model at
-  # t=0.99 FD 105.8 (student/undistilled 0.05).
+  # Measured before issue 16 (default config, 3 seeds, 17.6 min on 2 shared
+  # cores): student t=0.99 vs teacher 32-step endpoint 31.50 dB; student
+  # PSNR 14.31 -> 13.01 dB and FD 13.23 -> 5.29 from t=0.01 to 0.99 (ratio
+  # 0.40); teacher FD sigma_p=0: 37.15 vs sigma_p=0.1: 4.93 (7.5x); gap
+  # closed (13.84 - 5.29) / (13.84 - 4.93) = 0.96.
   c = _claim(default_run, prefix)
+  assert c['holds'], c
+  assert c['control'].endswith('(fails)'), c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "criterion (v) against the teacher's one-step Euler jump: student FD "
+    '5.29 vs jump 13.84 (ratio 0.38 > 0.2); the 32-step teacher itself is '
+    'at 4.93 (0.36), so 0.2x would need a student far better than its '
+    'teacher'))
+def test_default_criterion_v(default_run):
+  c = _claim(default_run, '(v) ')
   assert c['holds'], c
