@@ -43,7 +43,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0
   c.num_seeds = 3
-  # Stage-1 variants (see flow2gan.FM_VARIANTS) and GAN step counts.
+  # Stage-1 variants (see experiments/flow2gan.py FM_VARIANTS) and GAN step counts.
   c.fm_variants = ('endpoint', 'velocity', 'endpoint_mse', 'single')
   c.gan_num_steps = (1,)
   c.eval_steps = (1, 2, 4)

@@ -1,11 +1,364 @@
-"""OFTSR one-step flow super-resolution (configs/oftsr.py)."""
+"""OFTSR (arXiv 2412.09465): one-step flow super-resolution with a tunable
+fidelity-realism knob, on 2x SR of 8x8 digits (configs/oftsr.py).
 
+  python -m experiments.oftsr
+  python -m experiments.oftsr --config=configs/oftsr.py:smoke --workdir=/tmp/oftsr
+
+Trains the flow teachers (one per sigma_p, seeds vmapped), distils the
+one-step student from the sigma_p = student_sigma_p teacher, and scores
+PSNR vs HR and FD to real digits for the LR input, every teacher (N-step
+Euler and its one-step jump), the student over the knob t and the
+undistilled model used as the student; claims gen.md 3.4 (i)-(v) and the
+gap-closure criterion (vi), each with a control.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from iclrjax.core import config as cfg_lib
 from iclrjax.core import launch
-from iclrjax.diffusion import oftsr
+from iclrjax.diffusion import features as features_lib
+from iclrjax.diffusion import flow
+from iclrjax.diffusion.oftsr import (SRVelocity, bind, euler_sample,
+                                     eval_inputs, make_net,
+                                     make_student_trainer,
+                                     make_teacher_trainer, one_step, psnr)
 
-EXPERIMENT = launch.Experiment('oftsr', oftsr.run,
-                               schema=oftsr.config_schema(),
-                               check_fn=oftsr.check_config)
+
+@functools.lru_cache(maxsize=16)
+def _samplers(net: SRVelocity, num_steps: int):
+
+  @jax.jit
+  def teacher(params, x0, y):
+    return (euler_sample(bind(net, params, y), x0, num_steps),
+            euler_sample(bind(net, params, y), x0, 1))
+
+  @jax.jit
+  def student(params, x0, y, t):
+    return one_step(bind(net, params, y), x0, t)
+
+  return teacher, student
+
+
+def _clip(x):
+  return np.clip(np.asarray(x), -1.0, 1.0)
+
+
+def evaluate_seed(net: SRVelocity, teachers: dict[float, Any], student: Any,
+                  x_test: jax.Array, key: jax.Array, clf, ref_feats: Any,
+                  c: Any) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+  """Metrics of one seed: PSNR vs HR and FD vs real digits for the LR input,
+  every teacher (N-step Euler from t = eps, and its one-step Euler jump), the
+  student at every knob t, and the undistilled model used as the student
+  ('undistilled_t<t_max>': the teacher's one-step output x_0 + (1 - eps)
+  v_theta(x_0, t_max), i.e. the student before distillation); PSNR of the
+  student against its teacher's N-step endpoint.
+
+  Outputs are clipped to [-1, 1] before scoring. Returns (metrics, images of
+  the first examples for the sample grid).
+  """
+  teach_fn, stud_fn = _samplers(net, int(c.teacher_eval_steps))
+  fd = lambda x: features_lib.frechet_distance(
+      np.asarray(clf.features(x)), ref_feats)
+  out: dict[str, float] = {}
+  imgs: dict[str, np.ndarray] = {}
+  n_show = min(12, x_test.shape[0])
+  x1 = y = None
+  endpoint = None
+  for sp, params in teachers.items():
+    x1, y, x0 = eval_inputs(x_test, key, c.eval_draws, c.sigma_y, sp,
+                            c.factor)
+    multi, jump = teach_fn(params, x0, y)
+    multi, jump = _clip(multi), _clip(jump)
+    tag = f'teacher_sp{sp:g}'
+    out[f'psnr/{tag}_euler{c.teacher_eval_steps}'] = psnr(multi, x1)
+    out[f'fd/{tag}_euler{c.teacher_eval_steps}'] = fd(multi)
+    out[f'psnr/{tag}_1step'] = psnr(jump, x1)
+    out[f'fd/{tag}_1step'] = fd(jump)
+    imgs[f'teacher sp={sp:g}, {c.teacher_eval_steps} steps'] = multi[:n_show]
+    if sp == c.student_sigma_p:
+      endpoint = multi
+      x0_student, teacher_student = x0, params
+      out['psnr_vs_teacher/jump'] = psnr(jump, endpoint)
+      imgs[f'teacher sp={sp:g}, 1 step'] = jump[:n_show]
+  y_clip = _clip(y)
+  out['psnr/lr_input'] = psnr(y_clip, x1)
+  out['fd/lr_input'] = fd(y_clip)
+  imgs = {'LR (upsampled)': y_clip[:n_show],
+          'HR': np.asarray(x1[:n_show]), **imgs}
+  for t in c.knob_ts:
+    xh = _clip(stud_fn(student, x0_student, y, jnp.float32(t)))
+    out[f'psnr/student_t{t:g}'] = psnr(xh, x1)
+    out[f'fd/student_t{t:g}'] = fd(xh)
+    out[f'psnr_vs_teacher/student_t{t:g}'] = psnr(xh, endpoint)
+    imgs[f'student t={t:g}'] = xh[:n_show]
+  lo, hi = c.knob_ts[0], c.knob_ts[-1]
+  for t in (lo, hi):
+    xh = _clip(stud_fn(teacher_student, x0_student, y, jnp.float32(t)))
+    out[f'psnr/undistilled_t{t:g}'] = psnr(xh, x1)
+    out[f'fd/undistilled_t{t:g}'] = fd(xh)
+  imgs[f'undistilled t={hi:g}'] = xh[:n_show]
+  return out, imgs
+
+
+# ----------------------------------------------------------------------------
+# The experiment.
+
+
+def config_schema() -> dict[str, Any]:
+  pos = cfg_lib.Float(min=0.0, min_inclusive=False)
+  unit = cfg_lib.Float(min=0.0, max=1.0, max_inclusive=False)
+  knob = cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False,
+                       max_inclusive=False)
+  return {
+      'factor': cfg_lib.Int(min=1, help='SR factor (8x8 from 8/factor)'),
+      'sigma_y': cfg_lib.Float(min=0.0, help='LR measurement noise'),
+      'sigma_ps': cfg_lib.Seq(item=unit, min_len=1,
+                              help='teacher noise augmentations'),
+      'student_sigma_p': unit,
+      'width': cfg_lib.Int(min=1),
+      'blocks': cfg_lib.Int(min=1),
+      'emb_dim': cfg_lib.Int(min=2),
+      'hidden_mult': cfg_lib.Int(min=1),
+      'batch_size': cfg_lib.Int(min=1),
+      'teacher_steps': cfg_lib.Int(min=1),
+      'teacher_lr': pos,
+      'student_steps': cfg_lib.Int(min=1),
+      'student_lr': pos,
+      'warmup_steps': cfg_lib.Int(min=0),
+      'grad_clip': cfg_lib.Float(min=0.0),
+      'ema_decay': unit,
+      't_min': knob,
+      't_max': knob,
+      'dt': pos,
+      'rk2_r': cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False),
+      'lambda_distill': cfg_lib.Float(min=0.0),
+      'lambda_boundary': cfg_lib.Float(min=0.0),
+      'lambda_align': cfg_lib.Float(min=0.0),
+      'knob_ts': cfg_lib.Seq(item=knob, min_len=2),
+      'teacher_eval_steps': cfg_lib.Int(min=1),
+      'num_eval': cfg_lib.Int(min=2, help='test digits scored (<= 360)'),
+      'eval_draws': cfg_lib.Int(min=1, help='degradations per test digit'),
+      'classifier_steps': cfg_lib.Int(min=1),
+      'steps_per_chunk': cfg_lib.Int(min=1),
+      'log_every': cfg_lib.Int(min=1),
+  }
+
+
+def check_config(c) -> None:
+  cfg_lib.check(8 % c.factor == 0, 'factor', c.factor, 'must divide 8')
+  cfg_lib.check(c.student_sigma_p in c.sigma_ps, 'student_sigma_p',
+                c.student_sigma_p, f'must be one of sigma_ps={c.sigma_ps}')
+  cfg_lib.check(c.t_min < c.t_max, 't_max', c.t_max,
+                f'must exceed t_min={c.t_min}')
+  cfg_lib.check(list(c.knob_ts) == sorted(set(c.knob_ts)), 'knob_ts',
+                c.knob_ts, 'must be strictly increasing')
+  cfg_lib.check(c.num_eval <= 360, 'num_eval', c.num_eval,
+                'at most 360 (the digits test split)')
+
+
+def _tag(sp: float) -> str:
+  return f'teacher_sp{sp:g}'
+
+
+def run(r):
+  """Teachers (one per sigma_p), the student distilled from the
+  student_sigma_p teacher, then evaluation (launch.Run -> launch.Result)."""
+  c = r.config
+  train_x = jnp.asarray(flow.digits('train'))
+  x_test = jnp.asarray(flow.digits('test')[:c.num_eval])
+  net = make_net(c)
+  chunk = lambda n: min(c.steps_per_chunk, n)
+  teachers = {}
+  for sp in c.sigma_ps:
+    init, step = make_teacher_trainer(net, train_x, c, sp)
+    out = r.train(init, step, num_steps=c.teacher_steps, data=train_x,
+                  chunk_size=chunk(c.teacher_steps), phase=_tag(sp),
+                  log_every=c.log_every, postfix_keys=('loss',))
+    teachers[sp] = out.state.ema
+  init, step = make_student_trainer(net, c, c.student_sigma_p)
+  out = r.train(init, step, num_steps=c.student_steps, data=train_x,
+                chunk_size=chunk(c.student_steps), phase='student',
+                log_every=c.log_every, init_args=teachers[c.student_sigma_p],
+                postfix_keys=('loss',))
+  student = out.state.ema
+
+  logging.info('oftsr: training the digits classifier for FD')
+  clf = features_lib.train_classifier(seed=c.seed,
+                                      steps=c.classifier_steps)
+  ref_feats = np.asarray(clf.features(train_x))
+  per_seed: list[dict[str, float]] = []
+  grid = None
+  for i in range(c.num_seeds):
+    logging.info('oftsr: evaluating seed %d', i)
+    pick = lambda tree, i=i: jax.tree.map(lambda a: a[i], tree)
+    m, imgs = evaluate_seed(
+        net, {sp: pick(p) for sp, p in teachers.items()}, pick(student),
+        x_test, jax.random.fold_in(jax.random.key(c.seed + 777), i), clf,
+        ref_feats, c)
+    per_seed.append(m)
+    grid = imgs if grid is None else grid
+  metrics = {k: np.array([m[k] for m in per_seed]) for k in per_seed[0]}
+  floor = features_lib.frechet_distance(
+      np.asarray(clf.features(jnp.asarray(flow.digits('test')))), ref_feats)
+  metrics['fd/real_test'] = np.full(c.num_seeds, floor)
+  metrics['classifier_test_accuracy'] = np.full(c.num_seeds,
+                                                clf.test_accuracy)
+  _plots(r, c, metrics, grid)
+  return launch.Result(metrics=metrics, claims=evaluate_claims(c, metrics))
+
+
+def _plots(r, c, m: dict[str, np.ndarray], grid: dict[str, np.ndarray]
+           ) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  r.plots_dir.mkdir(parents=True, exist_ok=True)
+  ts = list(c.knob_ts)
+  n = c.teacher_eval_steps
+  fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+  for ax, kind, label in ((axes[0], 'psnr', 'PSNR vs HR (dB)'),
+                          (axes[1], 'fd', 'FD to real digits (lower = '
+                                          'more realistic)')):
+    vals = np.stack([m[f'{kind}/student_t{t:g}'] for t in ts])  # [T, seeds]
+    ax.errorbar(ts, vals.mean(1), yerr=vals.std(1), fmt='o-',
+                label='student, 1 step')
+    for j, sp in enumerate(c.sigma_ps):
+      ax.axhline(m[f'{kind}/{_tag(sp)}_euler{n}'].mean(), ls='--',
+                 color=f'C{j + 1}', label=f'teacher sp={sp:g}, {n} steps')
+    sp = c.student_sigma_p
+    ax.axhline(m[f'{kind}/{_tag(sp)}_1step'].mean(), ls='-.', color='k',
+               label=f'teacher sp={sp:g}, 1 Euler step')
+    ax.plot([ts[-1]], [m[f'{kind}/undistilled_t{ts[-1]:g}'].mean()], 'rx',
+            label='undistilled (teacher as student)')
+    ax.axhline(m[f'{kind}/lr_input'].mean(), ls=':', color='gray',
+               label='LR input')
+    if kind == 'fd':
+      ax.set_yscale('log')
+    ax.set_xlabel('knob t')
+    ax.set_ylabel(label)
+  axes[0].legend(fontsize=7)
+  fig.suptitle('OFTSR: fidelity (t -> 0) vs realism (t -> 1), mean +- sd '
+               'over seeds', fontsize=9)
+  fig.tight_layout()
+  fig.savefig(r.plots_dir / 'psnr_fd_vs_t.png', dpi=120)
+  plt.close(fig)
+
+  fig, axes = plt.subplots(len(grid), 1, figsize=(8, 0.8 * len(grid)),
+                           squeeze=False)
+  for ax, (name, x) in zip(axes[:, 0], grid.items()):
+    ax.imshow(np.concatenate(list(np.asarray(x)[..., 0]), axis=1),
+              cmap='gray', vmin=-1, vmax=1)
+    ax.set_ylabel(name, fontsize=7, rotation=0, ha='right', va='center')
+    ax.set_xticks([])
+    ax.set_yticks([])
+  fig.suptitle('2x SR of test digits (seed 0)', fontsize=9)
+  fig.tight_layout()
+  fig.savefig(r.plots_dir / 'samples.png', dpi=120)
+  plt.close(fig)
+
+  r.plot([f'{_tag(sp)}/loss' for sp in c.sigma_ps], 'teacher_loss',
+         title='teacher L1 flow loss', logy=True)
+  r.plot(['student/distill', 'student/boundary', 'student/align'],
+         'student_losses', title='student losses (unweighted)', logy=True)
+
+
+def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
+  """gen.md 3.4 criteria (i)-(v), each with a control that fails it; (v) is
+  scored against the teacher's natural one-step Euler jump (issue 16), and
+  (vi) is the gap-closure form of the same question."""
+  mean = lambda k: float(np.mean(m[k]))
+  lo, hi = c.knob_ts[0], c.knob_ts[-1]
+  n = c.teacher_eval_steps
+  sp = c.student_sigma_p
+  claims = []
+  agree = mean(f'psnr_vs_teacher/student_t{hi:g}')
+  jump_agree = mean('psnr_vs_teacher/jump')
+  claims.append(launch.Claim(
+      claim=(f'(i) The one-step student at t={hi:g} lands on the teacher '
+             f'(sigma_p={sp:g}) {n}-step Euler endpoint: PSNR(student, '
+             'teacher endpoint) >= 27 dB.'),
+      holds=agree >= 27.0,
+      evidence=(f'{agree:.2f} dB (per seed '
+                f'{np.round(m[f"psnr_vs_teacher/student_t{hi:g}"], 2)})'),
+      control=launch.control_text(
+          "the teacher's one-step Euler jump from t=eps",
+          f'{jump_agree:.2f} dB', jump_agree >= 27.0)))
+  p_lo, p_hi = mean(f'psnr/student_t{lo:g}'), mean(f'psnr/student_t{hi:g}')
+  f_lo, f_hi = mean(f'fd/student_t{lo:g}'), mean(f'fd/student_t{hi:g}')
+  u = {t: (mean(f'psnr/undistilled_t{t:g}'), mean(f'fd/undistilled_t{t:g}'))
+       for t in (lo, hi)}
+  knob = lambda plo, phi, flo, fhi: plo > phi and fhi <= 0.8 * flo
+  table = ', '.join(
+      f't={t:g}: {mean(f"psnr/student_t{t:g}"):.2f} dB / FD '
+      f'{mean(f"fd/student_t{t:g}"):.3f}' for t in c.knob_ts)
+  claims.append(launch.Claim(
+      claim=(f'(ii) The knob t trades fidelity for realism: PSNR vs HR at '
+             f't={lo:g} > at t={hi:g}, and FD(t={hi:g}) is >= 20% below '
+             f'FD(t={lo:g}).'),
+      holds=bool(knob(p_lo, p_hi, f_lo, f_hi)),
+      evidence=f'{table}; FD ratio {f_hi / f_lo:.3f}',
+      control=launch.control_text(
+          'the undistilled teacher used with the same knob',
+          f't={lo:g}: {u[lo][0]:.2f} dB / FD {u[lo][1]:.3f}, t={hi:g}: '
+          f'{u[hi][0]:.2f} dB / FD {u[hi][1]:.3f}',
+          bool(knob(u[lo][0], u[hi][0], u[lo][1], u[hi][1])))))
+  if 0.0 in c.sigma_ps and sp > 0.0:
+    f0, fp = mean(f'fd/{_tag(0.0)}_euler{n}'), mean(f'fd/{_tag(sp)}_euler{n}')
+    seeds = np.asarray(m[f'fd/{_tag(sp)}_euler{n}'])
+    null = float(seeds.max() / seeds.min())
+    claims.append(launch.Claim(
+        claim=(f'(iii) A sigma_p=0 teacher is >= 1.5x worse in FD than a '
+               f'sigma_p={sp:g} teacher ({n}-step Euler).'),
+        holds=f0 >= 1.5 * fp,
+        evidence=(f'FD {f0:.3f} vs {fp:.3f} (ratio {f0 / fp:.2f}); PSNR '
+                  f'{mean(f"psnr/{_tag(0.0)}_euler{n}"):.2f} vs '
+                  f'{mean(f"psnr/{_tag(sp)}_euler{n}"):.2f} dB'),
+        control=launch.control_text(
+            f'the sigma_p={sp:g} teacher against itself across seeds (worst '
+            'over best seed)', f'FD ratio {null:.2f}', null >= 1.5)))
+  undist = u[hi][1]
+  jump = mean(f'fd/{_tag(sp)}_1step')
+  teach = mean(f'fd/{_tag(sp)}_euler{n}')
+  claims.append(launch.Claim(
+      claim=(f'(v) Distillation beats the natural one-step sampler: the '
+             f'student at t={hi:g} has FD <= 0.2x that of the teacher\'s '
+             'one-step Euler jump from t=eps (gen.md 3.4 criterion v; its '
+             '0.2 was calibrated against the undistilled model used as the '
+             'student).'),
+      holds=f_hi <= 0.2 * jump,
+      evidence=(f'FD {f_hi:.3f} vs jump {jump:.3f} (ratio '
+                f'{f_hi / jump:.3f}); the {n}-step teacher itself {teach:.3f} '
+                f'(ratio {teach / jump:.3f}): 0.2x would need a student '
+                'far better than its teacher'),
+      control=launch.control_text(
+          f'the undistilled model used as the student (t={hi:g})',
+          f'FD {undist:.3f} (ratio {undist / jump:.3f})',
+          undist <= 0.2 * jump)))
+  closed = (jump - f_hi) / (jump - teach)
+  u_closed = (jump - undist) / (jump - teach)
+  claims.append(launch.Claim(
+      claim=(f'(vi) The one-step student closes >= 80% of the FD gap between '
+             f"the teacher's one-step Euler jump and its {n}-step output."),
+      holds=bool(jump > teach and closed >= 0.8),
+      evidence=(f'(FD jump {jump:.3f} - student {f_hi:.3f}) / (jump - '
+                f'{n}-step {teach:.3f}) = {closed:.3f}'),
+      control=launch.control_text(
+          f'the undistilled model used as the student (t={hi:g})',
+          f'{u_closed:.3f}', bool(jump > teach and u_closed >= 0.8))))
+  return claims
+
+
+EXPERIMENT = launch.Experiment('oftsr', run, schema=config_schema(),
+                               check_fn=check_config)
 
 if __name__ == '__main__':
   EXPERIMENT.main()

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from configs import flow2gan as f2g_config
+from experiments import flow2gan as f2g_exp
 from iclrjax.diffusion import audio
 from iclrjax.diffusion import flow2gan as f2g
 
@@ -241,7 +242,7 @@ def test_branch_claim_is_a_paired_ci_with_a_null_control():
   def claim(multi):
     m = {'lsd/endpoint_2step': np.asarray(multi), 'lsd/single_2step': single,
          'params/endpoint': np.full(8, 1e5), 'params/single': np.full(8, 1e5)}
-    (cl,) = [x for x in f2g.evaluate_claims(c, m) if x.claim.startswith('(iv)')]
+    (cl,) = [x for x in f2g_exp.evaluate_claims(c, m) if x.claim.startswith('(iv)')]
     return cl
 
   win = claim(single - 0.3 + 0.02 * np.arange(8) % 0.05)
