@@ -27,6 +27,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import launch
 from iclrjax.diffusion import features as features_lib
 from iclrjax.diffusion import flow
+from iclrjax.diffusion import images
 from iclrjax.diffusion.oftsr import (SRVelocity, bind, euler_sample,
                                      eval_inputs, make_net,
                                      make_student_trainer,
@@ -252,18 +253,8 @@ def _plots(r, c, m: dict[str, np.ndarray], grid: dict[str, np.ndarray]
   fig.savefig(r.plots_dir / 'psnr_fd_vs_t.png', dpi=120)
   plt.close(fig)
 
-  fig, axes = plt.subplots(len(grid), 1, figsize=(8, 0.8 * len(grid)),
-                           squeeze=False)
-  for ax, (name, x) in zip(axes[:, 0], grid.items()):
-    ax.imshow(np.concatenate(list(np.asarray(x)[..., 0]), axis=1),
-              cmap='gray', vmin=-1, vmax=1)
-    ax.set_ylabel(name, fontsize=7, rotation=0, ha='right', va='center')
-    ax.set_xticks([])
-    ax.set_yticks([])
-  fig.suptitle('2x SR of test digits (seed 0)', fontsize=9)
-  fig.tight_layout()
-  fig.savefig(r.plots_dir / 'samples.png', dpi=120)
-  plt.close(fig)
+  images.plot_grid(grid, r.plots_dir / 'samples.png',
+                   title='2x SR of test digits (seed 0)', panel_size=(8.0, 0.8))
 
   r.plot([f'{_tag(sp)}/loss' for sp in c.sigma_ps], 'teacher_loss',
          title='teacher L1 flow loss', logy=True)

@@ -334,28 +334,15 @@ def run(r: launch.Run) -> launch.Result:
 def _plots(r, cfg, metrics, samples) -> None:
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   r.plots_dir.mkdir(parents=True, exist_ok=True)
-  fig, axes = plt.subplots(len(cfg.datasets), len(cfg.models),
-                           figsize=(2.6 * len(cfg.models),
-                                    2.8 * len(cfg.datasets)), squeeze=False)
-  for i, ds in enumerate(cfg.datasets):
-    for j, kind in enumerate(cfg.models):
-      h, w, ch = image_shape(ds)
-      got = samples[f'{ds}/{kind}'][:16]
-      lo, hi = got.min(), got.max()
-      x = np.zeros((16, h * w * ch), np.float32)
-      x[:len(got)] = (got - lo) / max(hi - lo, 1e-9)
-      x = x.reshape(4, 4, h, w, ch).transpose(0, 2, 1, 3, 4).reshape(
-          4 * h, 4 * w, ch)
-      ax = axes[i, j]
-      ax.imshow(x[..., 0] if ch == 1 else x, cmap='gray', vmin=0, vmax=1)
-      nll = metrics[f'nll/{ds}_{kind}'].mean()
-      ax.set_title(f'{ds}: {LABELS[kind]}\ntest NLL {nll:.2f} bpd',
-                   fontsize=8)
-      ax.set_xticks([])
-      ax.set_yticks([])
-  fig.tight_layout()
-  fig.savefig(r.plots_dir / 'samples.png', dpi=120)
-  plt.close(fig)
+  panels = {
+      f'{ds}: {LABELS[kind]}\ntest NLL '
+      f"{metrics[f'nll/{ds}_{kind}'].mean():.2f} bpd":
+          np.asarray(samples[f'{ds}/{kind}'][:16]).reshape(
+              (-1,) + image_shape(ds))
+      for ds in cfg.datasets for kind in cfg.models}
+  images.plot_grid(panels, r.plots_dir / 'samples.png',
+                   layout=(len(cfg.datasets), len(cfg.models)), ncols=4,
+                   value_range=None, panel_size=(2.6, 2.8))
   fig, ax = plt.subplots(figsize=(5, 3))
   width = 0.8 / len(cfg.models)
   for j, kind in enumerate(cfg.models):

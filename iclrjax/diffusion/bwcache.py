@@ -80,6 +80,7 @@ import numpy as np
 
 from iclrjax.diffusion import dit as dit_lib
 from iclrjax.diffusion import flow
+from iclrjax.diffusion import images
 
 Update = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
 
@@ -266,21 +267,7 @@ def equal_compute_steps(block_evals: int, depth: int) -> int:
   return max(1, int(block_evals) // int(depth))
 
 
-def psnr(x: jax.Array, ref: jax.Array, data_range: float = 2.0,
-         per_image: bool = False) -> float:
-  """10 log10(data_range^2 / MSE) of x against ref (data in [-1, 1]: 2).
-
-  per_image=False: one MSE over the whole batch; True: mean over the
-  leading axis of per-image PSNRs.
-  """
-  x, ref = np.asarray(x, np.float64), np.asarray(ref, np.float64)
-  if per_image:
-    mse = np.mean((x - ref) ** 2, axis=tuple(range(1, x.ndim)))
-  else:
-    mse = np.mean((x - ref) ** 2)
-  with np.errstate(divide='ignore'):
-    val = 10.0 * np.log10(data_range ** 2 / mse)
-  return float(np.mean(val))
+psnr = images.psnr  # kept as bwcache.psnr for callers
 
 
 def _timed(fn, *args, repeats: int = 1):
@@ -561,18 +548,8 @@ def _plots(r, cfg, metrics, sweeps, samples) -> None:
     fig.savefig(r.plots_dir / f'{name}.png', dpi=120)
     plt.close(fig)
   for objective, imgs in samples.items():
-    fig, axes = plt.subplots(len(imgs), 1, figsize=(8, 1.2 * len(imgs)),
-                             squeeze=False)
-    for ax, (name, x) in zip(axes[:, 0], imgs.items()):
-      ax.imshow(np.concatenate(list(x[..., 0]), axis=1), cmap='gray',
-                vmin=-1, vmax=1)
-      ax.set_ylabel(name, fontsize=7, rotation=0, ha='right')
-      ax.set_xticks([])
-      ax.set_yticks([])
-    fig.suptitle(f'{objective}: samples from the same noise', fontsize=9)
-    fig.tight_layout()
-    fig.savefig(r.plots_dir / f'samples_{objective}.png', dpi=120)
-    plt.close(fig)
+    images.plot_grid(imgs, r.plots_dir / f'samples_{objective}.png',
+                     title=f'{objective}: samples from the same noise')
 
 
 def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:

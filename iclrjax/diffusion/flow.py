@@ -32,7 +32,6 @@ constant baked into it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -45,12 +44,13 @@ from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.diffusion import images
 from iclrjax.diffusion import nets
+from iclrjax.diffusion import schedules
 
 Velocity = Callable[[jax.Array, jax.Array], jax.Array]
 
 # alpha_1 = cos(pi/2 * VP_T_MAX) ~ 0.0085: the VP chain ends (t = 1) at almost
 # pure noise while x0_hat = (x - sigma eps) / alpha stays finite.
-VP_T_MAX = 0.9946
+VP_T_MAX = schedules.VP_T_MAX
 
 
 # ----------------------------------------------------------------------------
@@ -165,13 +165,6 @@ def heun_sample(velocity: Velocity, x1: jax.Array, num_steps: int,
 # VP eps-prediction (curved trajectories) and DDIM.
 
 
-def vp_alpha_sigma(t: jax.Array, t_max: float = VP_T_MAX
-                   ) -> tuple[jax.Array, jax.Array]:
-  """Cosine VP schedule: (cos(pi/2 t_max t), sin(pi/2 t_max t))."""
-  u = 0.5 * math.pi * t_max * jnp.asarray(t, jnp.float32)
-  return jnp.cos(u), jnp.sin(u)
-
-
 def vp_eps_loss(eps_fn: Velocity, x0: jax.Array, key: jax.Array,
                 t_dist: str = 'uniform', logit_mean: float = 0.0,
                 logit_std: float = 1.0) -> jax.Array:
@@ -179,7 +172,7 @@ def vp_eps_loss(eps_fn: Velocity, x0: jax.Array, key: jax.Array,
   k_t, k_eps = jax.random.split(key)
   t = sample_t(k_t, x0.shape[:1], t_dist, logit_mean, logit_std)
   eps = jax.random.normal(k_eps, x0.shape, x0.dtype)
-  a, s = vp_alpha_sigma(t)
+  a, s = schedules.cosine_alpha_sigma(t)
   x_t = _bcast(a, x0) * x0 + _bcast(s, x0) * eps
   return jnp.mean((eps_fn(x_t, t) - eps) ** 2)
 
@@ -187,8 +180,8 @@ def vp_eps_loss(eps_fn: Velocity, x0: jax.Array, key: jax.Array,
 def ddim_update(x: jax.Array, eps: jax.Array, t: jax.Array, s: jax.Array
                 ) -> jax.Array:
   """Deterministic DDIM step from t to s given the eps prediction."""
-  a_t, s_t = vp_alpha_sigma(t)
-  a_s, s_s = vp_alpha_sigma(s)
+  a_t, s_t = schedules.cosine_alpha_sigma(t)
+  a_s, s_s = schedules.cosine_alpha_sigma(s)
   x0_hat = (x - s_t * eps) / a_t
   return a_s * x0_hat + s_s * eps
 
@@ -309,4 +302,4 @@ __all__: Sequence[str] = [
     'OBJECTIVES', 'TrainState', 'UPDATES', 'VP_T_MAX', 'ddim_sample',
     'ddim_update', 'digits', 'ema_decay', 'euler_sample', 'euler_update',
     'flow_loss', 'heun_sample', 'interpolate', 'make_trainer', 'sample_t',
-    'time_grid', 'velocity_target', 'vp_alpha_sigma', 'vp_eps_loss']
+    'time_grid', 'velocity_target', 'vp_eps_loss']

@@ -98,6 +98,7 @@ import optax
 from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.diffusion import flow
+from iclrjax.diffusion import images
 from iclrjax.diffusion import nets
 
 Phi = Callable[[jax.Array], jax.Array]          # images [B, H, W, C] -> [B, M]
@@ -824,19 +825,10 @@ def _plots(r, cfg, m, pv, samples) -> None:
   fig.savefig(r.plots_dir / 'bit_accuracy_vs_omega.png', dpi=120)
   plt.close(fig)
 
-  fig, axes = plt.subplots(len(samples), 1, figsize=(8, 1.1 * len(samples)),
-                           squeeze=False)
-  for ax, (name, x) in zip(axes[:, 0], samples.items()):
-    ax.imshow(np.concatenate(list(x[..., 0]), axis=1), cmap='gray', vmin=-1,
-              vmax=1)
-    ax.set_ylabel(name, fontsize=7, rotation=0, ha='right')
-    ax.set_xticks([])
-    ax.set_yticks([])
-  fig.suptitle(f'same noise; omega {cfg.headline_omega:g}, '
-               f'{cfg.headline_estimate} estimate', fontsize=9)
-  fig.tight_layout()
-  fig.savefig(r.plots_dir / 'samples_guided_vs_unguided.png', dpi=120)
-  plt.close(fig)
+  images.plot_grid(samples, r.plots_dir / 'samples_guided_vs_unguided.png',
+                   title=(f'same noise; omega {cfg.headline_omega:g}, '
+                          f'{cfg.headline_estimate} estimate'),
+                   panel_size=(8.0, 1.1))
 
 
 def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:

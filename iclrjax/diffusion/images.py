@@ -210,3 +210,75 @@ def load_images(name: str, split: str, data_dir: str | None = None
   """Any of our image builders' split as float32 levels [N, side^2]."""
   img = np.asarray(data_lib.as_numpy(name, split, data_dir=data_dir)['image'])
   return img.reshape(img.shape[0], -1).astype(np.float32)
+
+
+# -- metrics and sample grids ---------------------------------------------------------------
+def psnr(x: Any, ref: Any, data_range: float = 2.0,
+         per_image: bool = False) -> float:
+  """10 log10(data_range^2 / MSE) of x against ref (data in [-1, 1]: 2).
+
+  per_image=False: one MSE over the whole batch; True: mean over the
+  leading axis of per-image PSNRs.
+  """
+  x, ref = np.asarray(x, np.float64), np.asarray(ref, np.float64)
+  if per_image:
+    mse = np.mean((x - ref) ** 2, axis=tuple(range(1, x.ndim)))
+  else:
+    mse = np.mean((x - ref) ** 2)
+  with np.errstate(divide='ignore'):
+    val = 10.0 * np.log10(data_range ** 2 / mse)
+  return float(np.mean(val))
+
+
+def tile(x: Any, ncols: int | None = None) -> np.ndarray:
+  """Images [n, H, W, C] -> one mosaic [rows H, ncols W, C], row-major,
+  padded with zeros; `ncols=None`: a single row."""
+  x = np.asarray(x)
+  n, h, w, c = x.shape
+  ncols = n if ncols is None else ncols
+  rows = -(-n // ncols)
+  pad = np.zeros((rows * ncols - n, h, w, c), x.dtype)
+  x = np.concatenate([x, pad]).reshape(rows, ncols, h, w, c)
+  return x.transpose(0, 2, 1, 3, 4).reshape(rows * h, ncols * w, c)
+
+
+def plot_grid(panels: dict[str, Any], path, *,
+              layout: tuple[int, int] | None = None, ncols: int | None = None,
+              value_range: tuple[float, float] | None = (-1.0, 1.0),
+              title: str = '', dpi: int = 120, panel_size=(8.0, 1.2)):
+  """Writes one figure of image panels to `path` and returns it.
+
+  panels: name -> images [n, H, W, C] (C = 1 grey or 3 RGB), each `tile`d
+    with `ncols` columns (None: one row).
+  layout: None gives one labelled strip per panel, stacked (label on the
+    left); (rows, cols) gives a grid with the names as panel titles.
+  value_range: the colour range shared by every panel; None scales each
+    panel to its own [min, max].
+  panel_size: (width, height) in inches of one strip, or of one grid cell.
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  rows, cols = layout or (len(panels), 1)
+  fig, axes = plt.subplots(rows, cols, squeeze=False, figsize=(
+      panel_size[0] * cols, panel_size[1] * rows))
+  for ax, (name, x) in zip(axes.reshape(-1), panels.items()):
+    img = tile(x, ncols).astype(np.float64)
+    lo, hi = value_range or (img.min(), img.max())
+    img = np.clip((img - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
+    ax.imshow(img[..., 0] if img.shape[-1] == 1 else img, cmap='gray',
+              vmin=0.0, vmax=1.0)
+    if layout is None:
+      ax.set_ylabel(name, fontsize=7, rotation=0, ha='right', va='center')
+    else:
+      ax.set_title(name, fontsize=8)
+    ax.set_xticks([])
+    ax.set_yticks([])
+  for ax in axes.reshape(-1)[len(panels):]:
+    ax.axis('off')
+  if title:
+    fig.suptitle(title, fontsize=9)
+  fig.tight_layout()
+  fig.savefig(path, dpi=dpi)
+  plt.close(fig)
+  return path

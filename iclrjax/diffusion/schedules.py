@@ -22,6 +22,7 @@ against the data (pass t[:, None] for a batch of [B, D] data).
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import jax
@@ -53,6 +54,19 @@ def vp_gamma(params: dict[str, jax.Array], t: jax.Array) -> jax.Array:
 def vp_endpoints(params: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
   """(gamma_min, gamma_max) = (gamma(0), gamma(1))."""
   return vp_gamma(params, 0.0), vp_gamma(params, 1.0)
+
+
+VP_T_MAX = 0.9946  # alpha_1 = cos(pi/2 VP_T_MAX) ~ 0.0085
+
+
+def cosine_alpha_sigma(t: jax.Array, t_max: float = VP_T_MAX
+                       ) -> tuple[jax.Array, jax.Array]:
+  """Cosine VP schedule in time t in [0, 1] (data at t = 0):
+  (cos(pi/2 t_max t), sin(pi/2 t_max t)). Not `vp_alpha_sigma`, which
+  takes gamma = -log SNR: the two agree at gamma = 2 log tan(pi/2 t_max t)
+  (tested)."""
+  u = 0.5 * math.pi * t_max * jnp.asarray(t, jnp.float32)
+  return jnp.cos(u), jnp.sin(u)
 
 
 def vp_alpha_sigma(gamma: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -7,6 +7,7 @@ import pytest
 
 from iclrjax.diffusion import dit
 from iclrjax.diffusion import flow
+from iclrjax.diffusion import schedules as sch
 
 
 def test_interpolation_endpoints_and_target():
@@ -44,7 +45,7 @@ def test_vp_eps_loss_and_ddim_exact_for_point_mass():
   c = jnp.array([0.3, -0.7, 0.9])
 
   def eps_exact(x, t):
-    a, s = flow.vp_alpha_sigma(t)
+    a, s = sch.cosine_alpha_sigma(t)
     a, s = jnp.reshape(a, jnp.shape(a) + (1,)), jnp.reshape(s, jnp.shape(s) +
                                                            (1,))
     return (x - a * c) / s
@@ -53,8 +54,8 @@ def test_vp_eps_loss_and_ddim_exact_for_point_mass():
   loss = jax.jit(lambda k: flow.vp_eps_loss(eps_exact, x0, k))(
       jax.random.key(1))
   assert float(loss) < 1e-6
-  a1, s1 = flow.vp_alpha_sigma(1.0)
-  a0, s0 = flow.vp_alpha_sigma(0.0)
+  a1, s1 = sch.cosine_alpha_sigma(1.0)
+  a0, s0 = sch.cosine_alpha_sigma(0.0)
   assert float(a0) == 1.0 and float(s0) == 0.0 and 0 < float(a1) < 0.01
   x1 = jax.random.normal(jax.random.key(2), (4, 3))
   for T in (1, 3, 10):  # DDIM with the exact eps lands on c in any T

@@ -135,3 +135,27 @@ def test_known_entropy_builder(tmp_path):
   # Reloading gives the same data (it is generated once, deterministically).
   np.testing.assert_array_equal(
       images.load_images(name, 'test', data_dir=tmp_path), x_te)
+
+
+def test_tile_and_plot_grid(tmp_path):
+  x = np.arange(5 * 2 * 3 * 1, dtype=np.float32).reshape(5, 2, 3, 1)
+  t = images.tile(x, ncols=2)                    # 3 rows x 2 cols, 1 pad
+  assert t.shape == (6, 6, 1)
+  np.testing.assert_array_equal(t[:2, :3], x[0])
+  np.testing.assert_array_equal(t[:2, 3:], x[1])
+  np.testing.assert_array_equal(t[4:, :3], x[4])
+  np.testing.assert_array_equal(t[4:, 3:], 0.0)
+  np.testing.assert_array_equal(images.tile(x)[:, 6:9], x[2])   # one row
+  strips = images.plot_grid({'a': x, 'b': -x}, tmp_path / 's.png')
+  grid = images.plot_grid({'a': x, 'b': x, 'c': x}, tmp_path / 'g.png',
+                          layout=(2, 2), ncols=2, value_range=None)
+  assert strips.stat().st_size > 0 and grid.stat().st_size > 0
+
+
+def test_psnr_hand_values():
+  x = np.zeros((2, 4, 4, 1))
+  assert images.psnr(x + 0.2, x) == pytest.approx(10 * np.log10(4 / 0.04))
+  y = x.copy()
+  y[1] += 0.2
+  assert images.psnr(y, x) == pytest.approx(10 * np.log10(4 / 0.02))
+  assert images.psnr(y, x, per_image=True) == float('inf')

@@ -77,3 +77,14 @@ def test_rectified_flow_endpoints_and_velocity():
   _, v = jax.jvp(lambda t: sch.rf_interpolate(x0, eps, t), (0.37,), (1.0,))
   np.testing.assert_allclose(v, sch.rf_velocity(x0, eps), rtol=1e-6)
   np.testing.assert_allclose(sch.rf_velocity(x0, eps), eps - x0)
+
+
+def test_cosine_schedule_is_the_vp_schedule_at_its_gamma():
+  # The time-parametrised cosine VP schedule and the gamma-parametrised one
+  # agree at gamma(t) = log(sigma^2 / alpha^2) = 2 log tan(pi/2 t_max t).
+  t = jnp.linspace(0.05, 0.95, 7)
+  a, s = sch.cosine_alpha_sigma(t)
+  gamma = 2.0 * jnp.log(jnp.tan(0.5 * jnp.pi * sch.VP_T_MAX * t))
+  a2, s2 = sch.vp_alpha_sigma(gamma)
+  np.testing.assert_allclose(a, a2, atol=1e-6)
+  np.testing.assert_allclose(s, s2, atol=1e-6)
