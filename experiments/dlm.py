@@ -59,7 +59,8 @@ def config_schema() -> dict[str, Any]:
       'gate_validity': unit,
       'margin': unit,
       'nelbo_gap': pos,
-      'nelbo_reps': cfg_lib.Int(min=1, help='NELBO draws per string'),
+      'nelbo_draws': cfg_lib.Int(min=1, help=(
+          'NELBO Monte Carlo draws per seed (spread over the strings)')),
       'oracle_off_support': cfg_lib.Choice(*dl.OFF_SUPPORT),
       'num_samples': cfg_lib.Int(min=1, help='samples per seed and sampler'),
       'remdm_eta': unit,
@@ -143,10 +144,14 @@ def evaluate(language: str, cfg, logits_fn_of: Callable, params: Any,
 
 
 def nelbos(model, params, strings, V, keys, cfg) -> tuple[np.ndarray, ...]:
-  """Per-seed NELBO (mean, se) of `model` at `params` [S, ...]."""
+  """Per-seed NELBO (mean, se) of `model` at `params` [S, ...] from
+  `nelbo_draws` draws: the strings are tiled to >= 512 rows per pass (the
+  law stays uniform on them), with as many passes as the draws need."""
+  n = len(strings)
+  tiled = jnp.tile(strings, (-(-512 // n), 1))
+  reps = max(1, -(-cfg.nelbo_draws // len(tiled)))
   f = jax.jit(jax.vmap(lambda p, k: dl.nelbo(
-      lambda z: model.apply(p, z), strings, V, k, cfg.nelbo_reps,
-      cfg.t_min)))
+      lambda z: model.apply(p, z), tiled, V, k, reps, cfg.t_min)))
   m, se = f(params, keys)
   return np.asarray(m, float), np.asarray(se, float)
 

@@ -222,16 +222,34 @@ def _claim(summary, prefix):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('prefix', ['(i)', '(ii)', '(iii)', '(iv)'])
+@pytest.mark.parametrize('prefix', ['(i)', '(ii)', '(iii)'])
 def test_default_run_claims(default_run, prefix):
-  # Measured (default config, 3 seeds, ~20 min on the shared 2-core CPU):
-  # (i) gap RMS at 2 steps velocity 1.13e-2 vs endpoint 1.60e-3 (7.1x), LSD
-  # 30.70 vs 16.92 dB; (ii) quiet-bin LSD spectral 11.38 vs MSE 28.60 dB
-  # (60% lower); (iii) GAN 1-step LSD 15.28 vs teacher 4-step 16.74 dB;
-  # (iv) multi 16.92 dB (137,330 params) vs single 17.05 dB (138,472): the
-  # smallest margin (per seed multi 16.83/17.48/16.44, single
-  # 17.01/16.96/17.17).
+  # Measured before issue 16's controls (default config, 3 seeds): (i) gap
+  # RMS at 2 steps velocity 1.13e-2 vs endpoint 1.60e-3 (7.1x), LSD 30.70 vs
+  # 16.92 dB; (ii) quiet-bin LSD spectral 11.38 vs MSE 28.60 dB (60% lower);
+  # (iii) GAN 1-step LSD 15.28 vs teacher 4-step 16.74 dB (untuned 1-step
+  # 17.68).
   c = _claim(default_run, prefix)
+  assert c['holds'], c
+  assert c['control'].endswith('(fails)'), c
+
+
+@pytest.fixture(scope='module')
+def branches_run(tmp_path_factory):
+  from experiments.flow2gan import EXPERIMENT  # pylint: disable=g-import-not-at-top
+  return EXPERIMENT.execute(f2g_config.get_config('branches'),
+                            tmp_path_factory.mktemp('flow2gan_b') / 'run')
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'no difference at 8 seeds (branches variant at 4e9db89, 209 s): LSD '
+    'multi 16.75 vs single 17.05 dB, single - multi +0.30 +- 0.32 dB (paired '
+    '95% CI covers 0; multi lower on 7 of 8 seeds, one outlier 17.44); the '
+    'null control single vs single -0.05 +- 0.21'))
+def test_branches_multi_beats_single(branches_run):
+  c = _claim(branches_run, '(iv)')
+  assert c['control'].endswith('(fails)'), c
   assert c['holds'], c
 
 
