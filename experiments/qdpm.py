@@ -22,19 +22,17 @@ from typing import Any
 from absl import logging
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
-from iclrjax.core import distributed
 from iclrjax.core import launch
-from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
 from iclrjax.diffusion import likelihood as lik
 from iclrjax.diffusion import nets
 from iclrjax.diffusion import qdpm
+from iclrjax.diffusion import train as train_lib
 
 # Model -> its gate ('qdpm' takes the config's).
 QDPM_GATES = {'qdpm': None, 'qdpm_absolute': 'absolute'}
@@ -123,7 +121,8 @@ def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array,
                  shape: tuple[int, ...] | None = None):
   """(init, step, net) for model `kind` on train_x [N, D] (grid values).
 
-  AdamW with cosine decay, EMA of the parameters (warm-up); the loss is the
+  AdamW with cosine decay, EMA of the parameters (warm-up; the step is
+  `diffusion.train.make_trainer`'s); the loss is the
   model's NLL bound per example in nats (QDPM: Eq. 22 without its constant;
   VDM: its continuous-time VLB; plain VE: Eq. 19 from t_min); the metric
   `bpd` adds QDPM's constant D ln K back, so all three are bounds in bits/dim.
@@ -143,14 +142,12 @@ def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array,
       (dim,) if c.get('net', 'resmlp') == 'resmlp' else
       shape or (8, 8, dim // 64), jax.dtypes.canonicalize_dtype(train_x.dtype))
 
-  def init(key):
-    k_init, k_run = jax.random.split(key)
-    p = module.init(k_init, net_input_example, jnp.float32(0.5))
-    if kind == 'vdm':
-      p = qdpm.vdm_init(p)
-    return flow.TrainState(p, tx.init(p), p, k_run)
+  def init_params(key):
+    p = module.init(key, net_input_example, jnp.float32(0.5))
+    return qdpm.vdm_init(p) if kind == 'vdm' else p
 
-  def loss_fn(p, x0, key):
+  def loss_fn(p, x0, key, frozen):
+    del frozen
     if kind in QDPM_GATES:
       value = qdpm.loss(net, p, x0, key, levels,
                         time_sampling=c.time_sampling,
@@ -159,21 +156,11 @@ def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array,
       value = qdpm.vdm_loss(net, p, x0, key, levels)[0].mean()
     else:
       value = qdpm.plain_loss(net, p, x0, key, levels).mean()
-    return value
+    return value, {'bpd': value / (dim * np.log(2.0))}
 
-  def step(state, t, train_x):
-    k_batch, k_noise = jax.random.split(state.key)
-    idx = data_lib.batch_indices(k_batch, t, n, c.batch_size)
-    x0 = distributed.shard_batch(train_x[idx])
-    value, g = jax.value_and_grad(loss_fn)(
-        state.params, x0, jax.random.fold_in(k_noise, t))
-    upd, opt_state = tx.update(g, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, upd)
-    ema = nets.ema_update(state.ema, params,
-                          nets.ema_decay_warmup(t, c.ema_decay))
-    return (flow.TrainState(params, opt_state, ema, state.key),
-            {'bpd': value / (dim * np.log(2.0))})
-
+  init, step = train_lib.make_trainer(
+      init_params, loss_fn, tx, ema_decay=c.ema_decay, has_aux=True,
+      batch_fn=train_lib.minibatch(n, c.batch_size))
   return init, step, net
 
 

@@ -96,9 +96,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from iclrjax.core import data as data_lib
-from iclrjax.core import distributed
-from iclrjax.diffusion import nets
+from iclrjax.diffusion import train as train_lib
 
 # pylint: disable=invalid-name
 
@@ -324,11 +322,7 @@ def nelbo(logits_fn: Callable[[jax.Array], jax.Array], strings: jax.Array,
   return jnp.mean(loss), jnp.std(loss) / jnp.sqrt(loss.size)
 
 
-class TrainState(NamedTuple):
-  params: Any
-  opt_state: Any
-  ema: Any          # EMA of params (sampling uses it)
-  key: jax.Array    # raw key: minibatches and masks, folded with the step
+TrainState = train_lib.TrainState
 
 
 def make_trainer(model: Denoiser, strings: np.ndarray, c: Any,
@@ -357,32 +351,20 @@ def make_trainer(model: Denoiser, strings: np.ndarray, c: Any,
   tx = optax.chain(optax.clip_by_global_norm(1.0),
                    optax.adamw(lr, weight_decay=0.0))
 
-  def init(key: jax.Array) -> TrainState:
-    k_init, k_run = jax.random.split(key)
+  def init_params(key: jax.Array):
     # Flax initialises from shapes only: any tokens give the same params.
-    params = model.init(k_init, jnp.zeros((1, length), jnp.int32))
-    return TrainState(params, tx.init(params), params, k_run)
+    return model.init(key, jnp.zeros((1, length), jnp.int32))
 
-  def loss_fn(params, x0_BxL, key):
+  def loss_fn(params, x0_BxL, key, frozen):
+    del frozen
     z_BxL, mask_BxL, t_B = corrupt(key, x0_BxL, model.vocab, c.t_min, count)
     loss_B = mdlm_loss(model.apply(params, z_BxL), x0_BxL, mask_BxL, t_B)
     return jnp.mean(loss_B)
 
-  def step(state: TrainState, t: jax.Array, strings: jax.Array):
-    k_batch, k_mask = jax.random.split(state.key)
-    idx = data_lib.batch_indices(k_batch, t, n, c.batch_size)
-    # `data` keeps the caller's dtype; the loss and the MASK id are int32.
-    x0_BxL = distributed.shard_batch(jnp.asarray(strings[idx], jnp.int32))
-    loss, g = jax.value_and_grad(loss_fn)(state.params, x0_BxL,
-                                          jax.random.fold_in(k_mask, t))
-    updates, opt_state = tx.update(g, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    ema = nets.ema_update(state.ema, params,
-                          nets.ema_decay_warmup(t, c.ema_decay))
-    return TrainState(params, opt_state, ema, state.key), {
-        'loss': loss, 'grad_norm': optax.tree.norm(g)}
-
-  return init, step
+  # `data` keeps the caller's dtype; the loss and the MASK id are int32.
+  return train_lib.make_trainer(
+      init_params, loss_fn, tx, ema_decay=c.ema_decay,
+      batch_fn=train_lib.minibatch(n, c.batch_size, jnp.int32))
 
 
 # -- one sampling step ------------------------------------------------------------------

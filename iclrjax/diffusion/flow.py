@@ -33,18 +33,17 @@ constant baked into it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from iclrjax.core import data as data_lib
-from iclrjax.core import distributed
 from iclrjax.diffusion import images
 from iclrjax.diffusion import nets
 from iclrjax.diffusion import schedules
+from iclrjax.diffusion import train as train_lib
 
 Velocity = Callable[[jax.Array, jax.Array], jax.Array]
 
@@ -205,11 +204,7 @@ OBJECTIVES = {'flow': flow_loss, 'vp_eps': vp_eps_loss}
 # Trainer.
 
 
-class TrainState(NamedTuple):
-  params: Any
-  opt_state: Any
-  ema: Any          # EMA of params (use it for sampling)
-  key: jax.Array    # raw key: minibatch order and noise, folded with the step
+TrainState = train_lib.TrainState
 
 
 def _get(c: Any, name: str, default: Any) -> Any:
@@ -272,30 +267,17 @@ def make_trainer(model, train_x: jax.Array, c: Any):
                      logit_std=float(_get(c, 'logit_std', 1.0)))
   objective_fn = OBJECTIVES[objective]
 
-  def init(key: jax.Array) -> TrainState:
-    k_init, k_run = jax.random.split(key)
-    params = model.init(k_init, example, jnp.zeros((1,), jnp.float32))
-    return TrainState(params, tx.init(params), params, k_run)
+  def init_params(key: jax.Array):
+    return model.init(key, example, jnp.zeros((1,), jnp.float32))
 
-  def loss_fn(params, x0, key):
+  def loss_fn(params, x0, key, frozen):
+    del frozen
     return objective_fn(lambda x, t: model.apply(params, x, t), x0, key,
                         **loss_kwargs)
 
-  def step(state: TrainState, t: jax.Array, train_x: jax.Array):
-    k_batch, k_noise = jax.random.split(state.key)
-    idx = data_lib.batch_indices(k_batch, t, n, batch_size)
-    x0 = distributed.shard_batch(train_x[idx])
-    loss, g = jax.value_and_grad(loss_fn)(
-        state.params, x0, jax.random.fold_in(k_noise, t))
-    updates, opt_state = tx.update(g, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    d = ema_decay(decay, t)
-    ema = nets.ema_update(state.ema, params, d)
-    metrics = {'loss': loss, 'grad_norm': optax.tree.norm(g),
-               'ema_decay': d}
-    return TrainState(params, opt_state, ema, state.key), metrics
-
-  return init, step
+  return train_lib.make_trainer(
+      init_params, loss_fn, tx, ema_decay=decay,
+      batch_fn=train_lib.minibatch(n, batch_size))
 
 
 __all__: Sequence[str] = [

@@ -71,8 +71,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from iclrjax.core import distributed
 from iclrjax.diffusion import audio
 from iclrjax.diffusion import nets
+from iclrjax.diffusion import train as train_lib
 
 PyTree = Any
 _INIT = nn.initializers.truncated_normal(0.015)  # the official _init_weights
@@ -520,11 +522,7 @@ def generate(model: Generator, params: PyTree, mel: jax.Array,
                       num_steps, pred_x1=pred_x1)
 
 
-class FMState(NamedTuple):
-  params: PyTree
-  opt_state: PyTree
-  ema: PyTree
-  key: jax.Array
+FMState = train_lib.TrainState
 
 
 def make_fm_trainer(model: Generator, c, *, pred_x1: bool, spectral: bool):
@@ -538,32 +536,23 @@ def make_fm_trainer(model: Generator, c, *, pred_x1: bool, spectral: bool):
   kw = spec_kwargs(c)
   nb = len(model.n_ffts)
 
-  def init(key):
-    k_init, k_run = jax.random.split(key)
-    params = model.init(k_init, *_example_inputs(c), method=Generator.init_all)
-    return FMState(params, tx.init(params), params, k_run)
+  def init_params(key):
+    return model.init(key, *_example_inputs(c), method=Generator.init_all)
 
-  def step(state, t):
-    kd, kn, kb = jax.random.split(jax.random.fold_in(state.key, t), 3)
-    x1 = audio.synth_batch(kd, c.batch_size, spec)['audio']
+  def loss_fn(p, batch, key, frozen):
+    del batch, frozen      # the clips are drawn here, from the step's key
+    kd, kn, kb = jax.random.split(key, 3)
+    x1 = distributed.shard_batch(audio.synth_batch(kd, c.batch_size,
+                                                   spec)['audio'])
     mel = condition(c, x1)
     w = branch_dropout_weights(kb, c.batch_size, nb, c.branch_dropout)
+    cond = model.apply(p, mel, method=Generator.encode)
+    return fm_loss(lambda xt, tt: model.apply(p, xt, tt, cond, w), x1, kn,
+                   pred_x1=pred_x1, spectral=spectral,
+                   noise_scale=c.noise_scale, spec_kwargs=kw)
 
-    def loss_fn(p):
-      cond = model.apply(p, mel, method=Generator.encode)
-      return fm_loss(lambda xt, tt: model.apply(p, xt, tt, cond, w), x1, kn,
-                     pred_x1=pred_x1, spectral=spectral,
-                     noise_scale=c.noise_scale, spec_kwargs=kw)
-
-    loss, g = jax.value_and_grad(loss_fn)(state.params)
-    updates, opt_state = tx.update(g, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    ema = nets.ema_update(state.ema, params,
-                          nets.ema_decay_warmup(t, c.ema_decay))
-    return (FMState(params, opt_state, ema, state.key),
-            {'loss': loss, 'grad_norm': optax.tree.norm(g)})
-
-  return init, step
+  return train_lib.make_trainer(init_params, loss_fn, tx,
+                                ema_decay=c.ema_decay)
 
 
 class GANState(NamedTuple):

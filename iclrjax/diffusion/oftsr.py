@@ -62,7 +62,7 @@ experiment (runner, evaluation, claims, plots) is `experiments/oftsr.py`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -70,11 +70,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from iclrjax.core import data as data_lib
-from iclrjax.core import distributed
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
 from iclrjax.diffusion import nets
+from iclrjax.diffusion import train as train_lib
 
 # (x [B, H, W, C], t [B]) -> velocity [B, H, W, C]; the condition y is bound
 # (see `bind`: x may stack k copies of the batch, k B rows).
@@ -290,19 +289,9 @@ def make_net(c: Any) -> SRVelocity:
                     hidden_mult=c.hidden_mult)
 
 
-class TeacherState(NamedTuple):
-  params: Any
-  opt_state: Any
-  ema: Any
-  key: jax.Array
-
-
-class StudentState(NamedTuple):
-  params: Any
-  opt_state: Any
-  ema: Any
-  teacher: Any     # frozen teacher params (the student starts from them)
-  key: jax.Array
+TeacherState = train_lib.TrainState
+# The student's state: its frozen teacher params are `frozen`.
+StudentState = train_lib.TrainState
 
 
 def _optimizer(learning_rate: float, warmup: int, grad_clip: float):
@@ -313,27 +302,13 @@ def _optimizer(learning_rate: float, warmup: int, grad_clip: float):
       grad_clip > 0) else adam
 
 
-def _update(tx, params, opt_state, ema, grads, t, ema_decay):
-  """One optimizer step and the EMA update: (params, opt_state, ema)."""
-  upd, opt_state = tx.update(grads, opt_state, params)
-  params = optax.apply_updates(params, upd)
-  return params, opt_state, nets.ema_update(
-      ema, params, nets.ema_decay_warmup(t, ema_decay))
-
-
-def make_batch(train_x: jax.Array, key: jax.Array, t: jax.Array,
-               batch_size: int, sigma_y: float, sigma_p: float,
-               factor: int) -> tuple[jax.Array, jax.Array, jax.Array,
-                                     jax.Array]:
-  """Minibatch `t`: (x_1 HR, y condition, x_0 source, a fresh key).
-
-  x_1 is split over the mesh's 'data' axis (`distributed.shard_batch`; the
-  identity off a mesh), and y, x_0 follow it (per-image maps of x_1).
-  """
-  k_batch, k_noise = jax.random.split(key)
-  idx = data_lib.batch_indices(k_batch, t, train_x.shape[0], batch_size)
-  k_y, k_p, k_rest = jax.random.split(jax.random.fold_in(k_noise, t), 3)
-  x1 = distributed.shard_batch(train_x[idx])
+def make_inputs(x1: jax.Array, key: jax.Array, sigma_y: float,
+                sigma_p: float, factor: int
+                ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+  """(x_1 HR, y condition, x_0 source, a fresh key) of a minibatch x_1 (split
+  over the mesh's 'data' axis by `train.minibatch`; y, x_0 follow it as
+  per-image maps of x_1)."""
+  k_y, k_p, k_rest = jax.random.split(key, 3)
   _, y = degrade(x1, k_y, sigma_y, factor)
   return x1, y, perturb(y, k_p, sigma_p), k_rest
 
@@ -354,26 +329,18 @@ def make_teacher_trainer(net: SRVelocity, train_x: jax.Array, c: Any,
   example = jnp.zeros((1, *train_x.shape[1:]),
                       jax.dtypes.canonicalize_dtype(train_x.dtype))
 
-  def init(key):
-    k_init, k_run = jax.random.split(key)
-    params = net.init(k_init, example, example, jnp.zeros((1,)))
-    return TeacherState(params, tx.init(params), params, k_run)
+  def init_params(key):
+    return net.init(key, example, example, jnp.zeros((1,)))
 
-  def step(state, t, train_x):
-    x1, y, x0, k = make_batch(train_x, state.key, t, c.batch_size, c.sigma_y,
-                              sigma_p, c.factor)
-    times = sample_teacher_times(k, x1.shape[0])
+  def loss_fn(p, x1, key, frozen):
+    del frozen
+    x1, y, x0, k = make_inputs(x1, key, c.sigma_y, sigma_p, c.factor)
+    return teacher_loss(bind(net, p, y), x0, x1,
+                        sample_teacher_times(k, x1.shape[0]))
 
-    def loss_fn(p):
-      return teacher_loss(bind(net, p, y), x0, x1, times)
-
-    loss, g = jax.value_and_grad(loss_fn)(state.params)
-    new = _update(tx, state.params, state.opt_state, state.ema, g, t,
-                  c.ema_decay)
-    return (TeacherState(*new, state.key),
-            {'loss': loss, 'grad_norm': optax.tree.norm(g)})
-
-  return init, step
+  return train_lib.make_trainer(
+      init_params, loss_fn, tx, ema_decay=c.ema_decay,
+      batch_fn=train_lib.minibatch(train_x.shape[0], c.batch_size))
 
 
 def make_student_trainer(net: SRVelocity, c: Any, sigma_p: float):
@@ -387,27 +354,22 @@ def make_student_trainer(net: SRVelocity, c: Any, sigma_p: float):
   """
   tx = _optimizer(c.student_lr, c.warmup_steps, c.grad_clip)
 
-  def init(key, teacher_params):
-    return StudentState(teacher_params, tx.init(teacher_params),
-                        teacher_params, teacher_params, key)
-
-  def step(state, t, train_x):
-    x1, y, x0, k = make_batch(train_x, state.key, t, c.batch_size, c.sigma_y,
-                              sigma_p, c.factor)
+  def loss_fn(p, x1, key, teacher_params):
+    x1, y, x0, k = make_inputs(x1, key, c.sigma_y, sigma_p, c.factor)
     ts, ss = sample_times(k, x1.shape[0], c.t_min, c.t_max, c.dt)
-    teacher = bind(net, state.teacher, y)
+    parts = distill_losses(bind(net, p, y), bind(net, teacher_params, y), x0,
+                           ts, ss, c.t_min, c.rk2_r)
+    return student_loss(parts, c.lambda_distill, c.lambda_boundary,
+                        c.lambda_align), parts
 
-    def loss_fn(p):
-      parts = distill_losses(bind(net, p, y), teacher, x0, ts, ss, c.t_min,
-                             c.rk2_r)
-      return student_loss(parts, c.lambda_distill, c.lambda_boundary,
-                          c.lambda_align), parts
+  _, step = train_lib.make_trainer(
+      lambda key: None, loss_fn, tx, ema_decay=c.ema_decay, has_aux=True,
+      batch_fn=train_lib.minibatch(None, c.batch_size))
 
-    (loss, parts), g = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    new = _update(tx, state.params, state.opt_state, state.ema, g, t,
-                  c.ema_decay)
-    return (StudentState(*new, state.teacher, state.key),
-            {'loss': loss, **parts, 'grad_norm': optax.tree.norm(g)})
+  def init(key, teacher_params):
+    # The run key is the seed key itself (no split), as before.
+    return train_lib.init_state(teacher_params, tx, key,
+                                frozen=teacher_params)
 
   return init, step
 
@@ -435,7 +397,7 @@ __all__: Sequence[str] = [
     'SRVelocity', 'StudentState', 'TeacherState', 'avg_pool', 'bind',
     'degrade',
     'distill_losses', 'euler_sample', 'eval_inputs', 'interpolate',
-    'make_batch', 'make_net',
+    'make_inputs', 'make_net',
     'make_student_trainer', 'make_teacher_trainer', 'one_step', 'perturb',
     'psnr', 'rk2_velocity', 'sample_teacher_times', 'sample_times',
     'student_loss', 'teacher_loss', 'upsample']

@@ -280,7 +280,7 @@ def test_student_starts_as_teacher_and_distillation_moves_it_to_the_endpoint(
   # on 128 test digits (measured: 21.3 dB before, 27.1 dB after).
   c, net, teacher, state, metrics = trained
   assert np.isfinite(np.asarray(metrics['loss'])).all()
-  jax.tree.map(np.testing.assert_array_equal, state.teacher, teacher)
+  jax.tree.map(np.testing.assert_array_equal, state.frozen, teacher)
   x1 = jnp.asarray(flow.digits('test')[:128])
   _, y, x0 = oftsr.eval_inputs(x1, jax.random.key(9), 1, c.sigma_y, 0.1, 2)
 

@@ -1,0 +1,118 @@
+"""The one training step of the diffusion / flow papers.
+
+Every paper's trainer is (init, step) for `core.loop.train`: a minibatch,
+the loss and its gradient, one optax update, the EMA of the parameters.
+Only the loss, the optimizer, the data source and the initial parameters
+differ, so they are the arguments here and the step is written once:
+
+  step(state, t, data) -> (state, {'loss', 'grad_norm', 'ema_decay', **aux})
+
+Random streams. With a `batch_fn` (a dataset passed as `data`), the state's
+key splits into (k_batch, k_noise): the minibatch is batch_fn(k_batch, t,
+data) and the loss gets fold_in(k_noise, t). Without one (data generated
+inside the loss, e.g. Flow2GAN's synthetic clips), the loss gets
+fold_in(key, t) and builds its own batch. The key itself never changes, so
+step t's randomness is a function of (seed, t) alone: a resumed run draws
+what an unbroken one does.
+
+EMA: ema <- d_t ema + (1 - d_t) params with d_t = `nets.ema_decay_warmup`
+(t - ema_start) from step `ema_start` on (the EMA is held at its initial
+value before it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from iclrjax.core import data as data_lib
+from iclrjax.core import distributed
+from iclrjax.diffusion import nets
+
+PyTree = Any
+# (params, batch, key, frozen) -> loss, or (loss, aux dict) with has_aux.
+LossFn = Callable[..., Any]
+BatchFn = Callable[[jax.Array, jax.Array, Any], Any]
+
+
+class TrainState(NamedTuple):
+  params: PyTree
+  opt_state: PyTree
+  ema: PyTree        # EMA of params (sampling uses it)
+  key: jax.Array     # raw key, folded with the step
+  frozen: PyTree = ()  # parameters the loss reads but never trains
+
+
+def minibatch(num_examples: int | None, batch_size: int, dtype: Any = None
+              ) -> BatchFn:
+  """batch_fn drawing `batch_size` rows of `data` [num_examples, ...]
+  epoch-wise without replacement (`core.data.batch_indices`), cast to
+  `dtype` if given, split over the mesh's 'data' axis. num_examples=None:
+  the leading size of `data` (static at trace time)."""
+
+  def batch_fn(key: jax.Array, t: jax.Array, data: Any) -> jax.Array:
+    n = data.shape[0] if num_examples is None else num_examples
+    x = data[data_lib.batch_indices(key, t, n, batch_size)]
+    if dtype is not None:
+      x = jnp.asarray(x, dtype)
+    return distributed.shard_batch(x)
+
+  return batch_fn
+
+
+def init_state(params: PyTree, tx: optax.GradientTransformation,
+               key: jax.Array, frozen: PyTree = ()) -> TrainState:
+  """The state before step 0: the EMA starts at `params`."""
+  return TrainState(params, tx.init(params), params, key, frozen)
+
+
+def make_trainer(init_params: Callable[..., PyTree], loss_fn: LossFn,
+                 tx: optax.GradientTransformation, *,
+                 ema_decay: float, batch_fn: BatchFn | None = None,
+                 has_aux: bool = False, ema_start: int = 0):
+  """(init, step) for `core.loop.train`.
+
+  Args:
+    init_params: (key, *init_args) -> params; `init(key, *init_args)`
+      splits the key into (k_init, k_run) and keeps k_run in the state.
+    loss_fn: (params, batch, key, frozen) -> scalar loss, or (loss, aux)
+      with `has_aux` (aux: a dict of scalars, logged as metrics).
+    tx: the optimizer.
+    ema_decay: the EMA decay d (with `nets.ema_decay_warmup`).
+    batch_fn: (k_batch, t, data) -> batch, e.g. `minibatch(...)`; None: the
+      loss makes its data from its key and `batch` is None.
+    ema_start: the step the EMA starts at.
+  """
+
+  def init(key: jax.Array, *init_args) -> TrainState:
+    k_init, k_run = jax.random.split(key)
+    return init_state(init_params(k_init, *init_args), tx, k_run)
+
+  def step(state: TrainState, t: jax.Array, data: Any = None):
+    if batch_fn is None:
+      batch, key = None, jax.random.fold_in(state.key, t)
+    else:
+      k_batch, k_noise = jax.random.split(state.key)
+      batch, key = batch_fn(k_batch, t, data), jax.random.fold_in(k_noise, t)
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=has_aux)
+    out, g = grad_fn(state.params, batch, key, state.frozen)
+    loss, aux = out if has_aux else (out, {})
+    updates, opt_state = tx.update(g, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    d = nets.ema_decay_warmup(jnp.asarray(t - ema_start, jnp.float32),
+                              ema_decay)
+    d = jnp.where(t >= ema_start, d, 1.0)
+    ema = nets.ema_update(state.ema, params, d)
+    metrics = {'loss': loss, 'grad_norm': optax.tree.norm(g),
+               'ema_decay': d, **aux}
+    return state._replace(params=params, opt_state=opt_state, ema=ema), metrics
+
+  return init, step
+
+
+__all__: Sequence[str] = ['BatchFn', 'LossFn', 'TrainState', 'init_state',
+                          'make_trainer', 'minibatch']

@@ -1,0 +1,96 @@
+"""The shared diffusion training step (`diffusion.train`)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from iclrjax.core import data as data_lib
+from iclrjax.diffusion import nets
+from iclrjax.diffusion import train
+
+
+def _quadratic():
+  # loss(p; batch) = 0.5 mean_b ||p - x_b||^2 -> gradient p - mean(batch).
+  def loss_fn(p, batch, key, frozen):
+    del key, frozen
+    return 0.5 * jnp.mean(jnp.sum((p['w'] - batch) ** 2, -1))
+
+  return loss_fn
+
+
+def test_step_is_sgd_on_the_minibatch_with_the_ema_by_hand():
+  data = jnp.asarray(np.random.default_rng(0).normal(size=(10, 3)),
+                     jnp.float32)
+  lr, d = 0.1, 0.9
+  init, step = train.make_trainer(
+      lambda k: {'w': jnp.zeros(3)}, _quadratic(), optax.sgd(lr),
+      ema_decay=d, batch_fn=train.minibatch(10, 4))
+  state = init(jax.random.key(0))
+  p = np.zeros(3)
+  ema = np.zeros(3)
+  for t in range(3):
+    k_batch, _ = jax.random.split(state.key)
+    idx = np.asarray(data_lib.batch_indices(k_batch, t, 10, 4))
+    new, m = step(state, jnp.int32(t), data)
+    grad = p - np.asarray(data)[idx].mean(0)
+    p = p - lr * grad
+    dt = min(d, (1 + t) / (10 + t))
+    ema = dt * ema + (1 - dt) * p
+    np.testing.assert_allclose(new.params['w'], p, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(new.ema['w'], ema, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m['ema_decay'], dt, rtol=1e-6)
+    np.testing.assert_allclose(m['grad_norm'], np.linalg.norm(grad),
+                               rtol=1e-5)
+    assert new.key is state.key or np.array_equal(
+        jax.random.key_data(new.key), jax.random.key_data(state.key))
+    state = new
+
+
+def test_step_randomness_depends_on_seed_and_step_only():
+  # The loss sees fold_in(k_noise, t): the same (state key, t) gives the
+  # same draw whatever came before (a resumed run draws what an unbroken
+  # one does); without a batch_fn the key is fold_in(key, t).
+  seen = {}
+
+  def loss_fn(p, batch, key, frozen):
+    del batch, frozen
+    return jnp.sum(p * jax.random.normal(key, p.shape))
+
+  for batch_fn, data in ((train.minibatch(None, 2), jnp.zeros((4, 1))),
+                         (None, None)):
+    init, step = train.make_trainer(lambda k: jnp.ones(2), loss_fn,
+                                    optax.sgd(0.0), ema_decay=0.5,
+                                    batch_fn=batch_fn)
+    s0 = init(jax.random.key(7))
+    _, a = step(s0, jnp.int32(5), data)
+    s1, _ = step(s0, jnp.int32(0), data)
+    _, b = step(s1, jnp.int32(5), data)
+    np.testing.assert_array_equal(a['loss'], b['loss'])
+    seen[batch_fn is None] = float(a['loss'])
+  assert seen[True] != seen[False]
+
+
+def test_ema_start_holds_the_ema_and_aux_is_logged():
+  def loss_fn(p, batch, key, frozen):
+    del batch, key
+    v = jnp.sum((p - frozen) ** 2)
+    return v, {'half': 0.5 * v}
+
+  init, step = train.make_trainer(lambda k: jnp.ones(2), loss_fn,
+                                  optax.sgd(0.1), ema_decay=0.5,
+                                  has_aux=True, ema_start=2)
+  state = train.init_state(jnp.ones(2), optax.sgd(0.1), jax.random.key(0),
+                           frozen=jnp.zeros(2))
+  del init
+  for t in range(2):
+    state, m = step(state, jnp.int32(t))
+    np.testing.assert_array_equal(state.ema, jnp.ones(2))   # held
+    assert float(m['ema_decay']) == 1.0
+    np.testing.assert_allclose(m['half'], 0.5 * m['loss'])
+  state, m = step(state, jnp.int32(2))
+  d = float(nets.ema_decay_warmup(0, 0.5))
+  np.testing.assert_allclose(m['ema_decay'], d)
+  np.testing.assert_allclose(state.ema, d + (1 - d) * state.params,
+                             rtol=1e-6)
+  np.testing.assert_array_equal(state.frozen, jnp.zeros(2))
