@@ -69,21 +69,18 @@ def digits(split: str = 'train', data_dir: str | None = None) -> np.ndarray:
 # Rectified flow.
 
 
-def _bcast(t: jax.Array, x: jax.Array) -> jax.Array:
+def bcast_time(t: jax.Array, x: jax.Array) -> jax.Array:
   """t [B] (or scalar) -> broadcastable against x [B, ...]."""
   t = jnp.asarray(t, x.dtype)
   return t.reshape(t.shape + (1,) * (x.ndim - t.ndim))
 
 
 def interpolate(x0: jax.Array, eps: jax.Array, t: jax.Array) -> jax.Array:
-  """x_t = (1 - t) x0 + t eps, with t [B] or scalar."""
-  t = _bcast(t, x0)
-  return (1 - t) * x0 + t * eps
+  """x_t = (1 - t) x0 + t eps (`schedules.rf_interpolate`), t [B] or scalar."""
+  return schedules.rf_interpolate(x0, eps, bcast_time(t, x0))
 
 
-def velocity_target(x0: jax.Array, eps: jax.Array) -> jax.Array:
-  """d x_t / d t = eps - x0."""
-  return eps - x0
+velocity_target = schedules.rf_velocity   # d x_t / d t = eps - x0
 
 
 def sample_t(key: jax.Array, shape: Sequence[int], dist: str = 'uniform',
@@ -160,6 +157,36 @@ def heun_sample(velocity: Velocity, x1: jax.Array, num_steps: int,
   return jax.lax.scan(body, x1, jnp.arange(num_steps))[0]
 
 
+SAMPLE_METHODS = ('euler', 'heun')
+
+
+def sample(velocity: Velocity, x_init: jax.Array, num_steps: int, *,
+           method: str = 'euler', t_start: float = 1.0, t_end: float = 0.0
+           ) -> jax.Array:
+  """The ODE sampler of every flow model here, in this module's convention:
+  data at t = 0, noise (or the source) at t = 1, integrated from t_start to
+  t_end on the uniform grid (`time_grid`); velocity(x, t) with a scalar t.
+  Models trained in the opposite convention go through `reverse_time`, and
+  nets that take t per example through `batch_time` (OFTSR, Flow2GAN)."""
+  if method == 'euler':
+    return euler_sample(velocity, x_init, num_steps, t_start, t_end)
+  if method == 'heun':
+    return heun_sample(velocity, x_init, num_steps, t_start, t_end)
+  raise ValueError(f'method must be one of {SAMPLE_METHODS}, got {method!r}')
+
+
+def reverse_time(velocity: Velocity) -> Velocity:
+  """The velocity of a model trained with the source at t = 0 and the data
+  at t = 1, in this module's convention: u(x, s) = -v(x, 1 - s)."""
+  return lambda x, s: -velocity(x, 1.0 - s)
+
+
+def batch_time(velocity: Velocity) -> Velocity:
+  """velocity(x, t [B]) called with a scalar t (broadcast over x's leading
+  axis)."""
+  return lambda x, t: velocity(x, jnp.full(x.shape[:1], t, jnp.float32))
+
+
 # ----------------------------------------------------------------------------
 # VP eps-prediction (curved trajectories) and DDIM.
 
@@ -172,7 +199,7 @@ def vp_eps_loss(eps_fn: Velocity, x0: jax.Array, key: jax.Array,
   t = sample_t(k_t, x0.shape[:1], t_dist, logit_mean, logit_std)
   eps = jax.random.normal(k_eps, x0.shape, x0.dtype)
   a, s = schedules.cosine_alpha_sigma(t)
-  x_t = _bcast(a, x0) * x0 + _bcast(s, x0) * eps
+  x_t = bcast_time(a, x0) * x0 + bcast_time(s, x0) * eps
   return jnp.mean((eps_fn(x_t, t) - eps) ** 2)
 
 
@@ -281,7 +308,8 @@ def make_trainer(model, train_x: jax.Array, c: Any):
 
 
 __all__: Sequence[str] = [
-    'OBJECTIVES', 'TrainState', 'UPDATES', 'VP_T_MAX', 'ddim_sample',
+    'OBJECTIVES', 'SAMPLE_METHODS', 'TrainState', 'UPDATES', 'VP_T_MAX',
+    'batch_time', 'bcast_time', 'ddim_sample', 'reverse_time', 'sample',
     'ddim_update', 'digits', 'ema_decay', 'euler_sample', 'euler_update',
     'flow_loss', 'heun_sample', 'interpolate', 'make_trainer', 'sample_t',
     'time_grid', 'velocity_target', 'vp_eps_loss']

@@ -73,6 +73,7 @@ import optax
 
 from iclrjax.core import distributed
 from iclrjax.diffusion import audio
+from iclrjax.diffusion import flow
 from iclrjax.diffusion import nets
 from iclrjax.diffusion import train as train_lib
 
@@ -370,18 +371,17 @@ def branch_dropout_weights(key: jax.Array, batch: int, num_branches: int,
 
 def euler_sample(predict: Callable, x0: jax.Array, num_steps: int, *,
                  pred_x1: bool) -> jax.Array:
-  """(FM-3): Euler from t = 0 (x0) to t = 1; predict(x, t [B]) -> output.
-
-  Unrolled (num_steps is small), so it backpropagates for stage 2.
+  """(FM-3): Euler from t = 0 (x0) to t = 1; predict(x, t [B]) -> output:
+  `flow.sample` in its convention (s = 1 - t). Under `lax.scan`, so it
+  backpropagates for stage 2.
   """
-  ts = np.linspace(0.0, 1.0, num_steps + 1)
-  x = x0
-  for k in range(num_steps):
-    t = jnp.full((x.shape[0],), ts[k], x.dtype)
+
+  def velocity(x, t):
     out = predict(x, t)
-    v = endpoint_velocity(out, x, t) if pred_x1 else out
-    x = x + (ts[k + 1] - ts[k]) * v
-  return x
+    return endpoint_velocity(out, x, t) if pred_x1 else out
+
+  return flow.sample(flow.reverse_time(flow.batch_time(velocity)), x0,
+                     num_steps)
 
 
 # -- discriminators (stage 2) ----------------------------------------------------------------

@@ -118,15 +118,10 @@ def perturb(y: jax.Array, key: jax.Array, sigma_p: float | jax.Array
           + sigma_p * jax.random.normal(key, y.shape, y.dtype))
 
 
-def _bcast(t: jax.Array, x: jax.Array) -> jax.Array:
-  t = jnp.asarray(t, x.dtype)
-  return t.reshape(t.shape + (1,) * (x.ndim - t.ndim))
-
-
 def interpolate(x0: jax.Array, x1: jax.Array, t: jax.Array) -> jax.Array:
-  """x_t = t x_1 + (1 - t) x_0 (OFTSR convention: t = 1 is the HR image)."""
-  t = _bcast(t, x0)
-  return t * x1 + (1 - t) * x0
+  """x_t = t x_1 + (1 - t) x_0 (OFTSR convention: t = 1 is the HR image):
+  the straight path of `flow.interpolate` from x_0 to x_1."""
+  return flow.interpolate(x0, x1, t)
 
 
 # ----------------------------------------------------------------------------
@@ -156,7 +151,7 @@ def rk2_velocity(teacher: Velocity, x_t: jax.Array, t: jax.Array,
   h = s - t
   if v1 is None:
     v1 = teacher(x_t, t)
-  v2 = teacher(x_t + r * _bcast(h, x_t) * v1, t + r * h)
+  v2 = teacher(x_t + r * flow.bcast_time(h, x_t) * v1, t + r * h)
   return v1 + (v2 - v1) / (2.0 * r)
 
 
@@ -194,12 +189,12 @@ def distill_losses(student: Velocity, teacher: Velocity, x0: jax.Array,
   # and cheaper on small matrices.
   v_all = student(jnp.concatenate([x0, x0, x0]), jnp.concatenate([t, s, t0]))
   v_t, v_s, v_t0 = v_all[:b], v_all[b:2 * b], v_all[2 * b:]
-  x_t = x0 + _bcast(t, x0) * sg(v_t)
+  x_t = x0 + flow.bcast_time(t, x0) * sg(v_t)
   # RK2 (`rk2_velocity`) with its first evaluation batched with L_BC's.
   v1_all = sg(teacher(jnp.concatenate([x_t, x0]), jnp.concatenate([t, t0])))
   v1, teacher_t0 = v1_all[:b], v1_all[b:]
   v_teacher = sg(rk2_velocity(teacher, x_t, t, s, r, v1=v1))
-  lam = _bcast((s - t) / s, x0)
+  lam = flow.bcast_time((s - t) / s, x0)
   target = sg(v_t + lam * (v_teacher - v_t))
   distill = jnp.mean((v_s - target) ** 2)
   boundary = jnp.mean((v_t0 - teacher_t0) ** 2)
@@ -230,19 +225,15 @@ def one_step(velocity: Velocity, x0: jax.Array, t: float | jax.Array
 
 def euler_sample(velocity: Velocity, x0: jax.Array, num_steps: int
                  ) -> jax.Array:
-  """Euler from t = eps (x_0) to t = T on the uniform grid t_k (N steps).
+  """Euler from t = eps (x_0) to t = T on the uniform grid t_k (N steps):
+  `flow.sample` in its convention (s = 1 - t; equal up to float32 rounding
+  of the grid).
 
   `num_steps=1` is the undistilled teacher's one-step jump `one_step(v, x0,
   eps)`.
   """
-  ts = flow.time_grid(num_steps, EPS_T, T_END)
-  n = x0.shape[0]
-
-  def body(x, k):
-    t, s = ts[k], ts[k + 1]
-    return x + (s - t) * velocity(x, jnp.full((n,), t)), None
-
-  return jax.lax.scan(body, x0, jnp.arange(num_steps))[0]
+  return flow.sample(flow.reverse_time(flow.batch_time(velocity)), x0,
+                     num_steps, t_start=T_END - EPS_T, t_end=0.0)
 
 
 # ----------------------------------------------------------------------------
