@@ -120,7 +120,9 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
                        delta: jax.Array | float, reuse_steps: jax.Array | int,
                        *, sampler: str | Update = 'euler',
                        indicator_blocks: Sequence[int] | None = None,
-                       cache: bool = True) -> CacheResult:
+                       cache: bool = True,
+                       max_triggers: jax.Array | int | None = None
+                       ) -> CacheResult:
   """BWCache sampling with an arbitrary network given as pieces.
 
   Args:
@@ -136,6 +138,10 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
     indicator_blocks: blocks averaged in the indicator (None: all).
     cache: False gives the uncached sampler (no `cond`, no skipping; the
       indicator is still recorded at every step k >= 1).
+    max_triggers: at most this many reuse windows (None: no limit). With
+      delta = inf it gives the schedule-only ablation: the same number of
+      windows as a BWCache run, placed by the schedule alone (at the first
+      steps it allows) instead of by the indicator.
 
   Returns:
     CacheResult.
@@ -145,6 +151,8 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
   T = num_steps
   delta = jnp.asarray(delta, jnp.float32)
   reuse_steps = jnp.asarray(reuse_steps, jnp.int32)
+  max_triggers = jnp.asarray(T + 1 if max_triggers is None else max_triggers,
+                             jnp.int32)
 
   def run_blocks(x, t):
     h, cond = embed(x, t)
@@ -168,9 +176,11 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
     ind = jnp.where(c['has_prev'], indicator(hs, c['hs_prev'],
                                              indicator_blocks), nan)
     horizon = jnp.where(c['first_done'], c['horizon'], s + (T - 1 - s) // 2)
-    trig = c['has_prev'] & (ind < delta) & (s < horizon) & (reuse_steps > 0)
+    trig = (c['has_prev'] & (ind < delta) & (s < horizon) & (reuse_steps > 0)
+            & (c['triggers'] < max_triggers))
     new = dict(
         hs_prev=hs, has_prev=jnp.bool_(True),
+        triggers=c['triggers'] + trig.astype(jnp.int32),
         skip_left=jnp.where(trig, reuse_steps, 0).astype(jnp.int32),
         horizon=jnp.where(trig, horizon, c['horizon']).astype(jnp.int32),
         first_done=c['first_done'] | trig,
@@ -197,7 +207,7 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
       trig = jnp.bool_(False)
     return (update(x, out, t, t_next), c), (ind, ~skip, trig)
 
-  c0 = dict(hs_prev=hs0, has_prev=jnp.bool_(False),
+  c0 = dict(hs_prev=hs0, has_prev=jnp.bool_(False), triggers=jnp.int32(0),
             skip_left=jnp.int32(0), horizon=jnp.int32(-1),
             first_done=jnp.bool_(False), evals=jnp.int32(0))
   (x, c), (ind, computed, trig) = jax.lax.scan(
@@ -205,35 +215,93 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
   return CacheResult(x, c['evals'], ind, computed, trig)
 
 
+def cfg_pieces(model: dit_lib.DiT, params: Any, labels: jax.Array,
+               guidance: jax.Array | float, hwc: Sequence[int]):
+  """(embed, block, final) of the classifier-free-guided network.
+
+  Each network evaluation runs the conditional and the unconditional model
+  as one batch [x; x] with labels [y; null] (as DiT's `forward_with_cfg`),
+  and the output is out_u + w (out_c - out_u) (Ho & Salimans 2022, Eq. 6;
+  w = 1: the conditional model, w = 0: the unconditional one). The blocks,
+  and so BWCache's indicator and cache, see the doubled batch.
+  """
+  if not model.num_classes:
+    raise ValueError('labels given but the DiT is unconditional '
+                     '(num_classes=0)')
+  embed, block, final = dit_lib.pieces(model, params)
+  labels = jnp.asarray(labels, jnp.int32)
+  y2 = jnp.concatenate([labels, jnp.full_like(labels, model.null_label)])
+  w = jnp.asarray(guidance, jnp.float32)
+
+  def embed2(x, t):
+    return embed(jnp.concatenate([x, x]), t, y2)
+
+  def final2(h, cond):
+    out_c, out_u = jnp.split(final(h, cond, hwc), 2)
+    return out_u + w * (out_c - out_u)
+
+  return embed2, block, final2
+
+
 def sample(model: dit_lib.DiT, params: Any, x1: jax.Array, num_steps: int,
            delta: jax.Array | float = 0.15,
            reuse_steps: jax.Array | int | None = None, *,
            sampler: str | Update = 'euler',
            indicator_blocks: Sequence[int] | None = None,
-           cache: bool = True) -> CacheResult:
+           cache: bool = True, labels: jax.Array | None = None,
+           guidance: jax.Array | float = 1.0,
+           max_triggers: jax.Array | int | None = None) -> CacheResult:
   """BWCache sampling of a `dit.DiT` from noise x1 [B, H, W, C] (or [H, W, C]).
 
-  reuse_steps defaults to R = max(1, round(0.1 T)) (the paper's 10%). Not
-  jitted itself: wrap it (see `make_sampler`) or call it inside a jit.
+  reuse_steps defaults to R = max(1, round(0.1 T)) (the paper's 10%).
+  labels [B] (a class-conditional DiT): classifier-free guidance with scale
+  `guidance` (`cfg_pieces`). Not jitted itself: wrap it (see
+  `make_sampler`) or call it inside a jit.
   """
   if reuse_steps is None:
     reuse_steps = max(1, round(0.1 * num_steps))
-  embed, block, final = dit_lib.pieces(model, params)
   hwc = tuple(x1.shape[-3:])
+  if labels is None:
+    embed, block, final = dit_lib.pieces(model, params)
+    final_fn = lambda h, cond: final(h, cond, hwc)
+  else:
+    embed, block, final_fn = cfg_pieces(model, params, labels, guidance, hwc)
   return sample_with_pieces(
-      embed, block, lambda h, cond: final(h, cond, hwc), model.depth, x1,
+      embed, block, final_fn, model.depth, x1,
       num_steps, delta, reuse_steps, sampler=sampler,
-      indicator_blocks=indicator_blocks, cache=cache)
+      indicator_blocks=indicator_blocks, cache=cache,
+      max_triggers=max_triggers)
+
+
+def guided_velocity(model: dit_lib.DiT, params: Any,
+                    labels: jax.Array | None = None,
+                    guidance: jax.Array | float = 1.0):
+  """The network as out(x, t) (scalar t), guided when labels are given:
+  what `sample` integrates, for the reference solvers of `flow`."""
+
+  def out(x, t):
+    if labels is None:
+      return model.apply(params, x, t)
+    embed, block, final = cfg_pieces(model, params, labels, guidance,
+                                     x.shape[-3:])
+    h, cond = embed(x, t)
+    for i in range(model.depth):
+      h = block(h, cond, i)
+    return final(h, cond)
+
+  return out
 
 
 def make_sampler(model: dit_lib.DiT, num_steps: int, *,
                  sampler: str | Update = 'euler',
                  indicator_blocks: Sequence[int] | None = None,
                  cache: bool = True):
-  """jit(f)(params, x1, delta, reuse_steps) -> CacheResult.
+  """jit(f)(params, x1, delta, reuse_steps, labels=None, guidance=1.0,
+  max_triggers=None) -> CacheResult.
 
-  delta and reuse_steps are traced, so a sweep compiles once per (model,
-  num_steps, sampler, indicator_blocks, cache); the jitted function is
+  delta, reuse_steps, guidance and max_triggers are traced, so a sweep
+  compiles once per (model, num_steps, sampler, indicator_blocks, cache)
+  and labels/max_triggers being None or not; the jitted function is
   memoised on those (flax modules hash by value).
   """
   blocks = None if indicator_blocks is None else tuple(
@@ -245,22 +313,65 @@ def make_sampler(model: dit_lib.DiT, num_steps: int, *,
 def _make_sampler(model, num_steps, sampler, blocks, cache):
 
   @jax.jit
-  def f(params, x1, delta, reuse_steps):
+  def f(params, x1, delta, reuse_steps, labels=None, guidance=1.0,
+        max_triggers=None):
     return sample(model, params, x1, num_steps, delta, reuse_steps,
-                  sampler=sampler, indicator_blocks=blocks, cache=cache)
+                  sampler=sampler, indicator_blocks=blocks, cache=cache,
+                  labels=labels, guidance=guidance,
+                  max_triggers=max_triggers)
 
   return f
 
 
+@functools.lru_cache(maxsize=16)
+def _make_heun(model, num_steps):
+
+  @jax.jit
+  def f(params, x1, labels=None, guidance=1.0):
+    return flow.sample(guided_velocity(model, params, labels, guidance), x1,
+                       num_steps, method='heun')
+
+  return f
+
+
+def converged_reference(model: dit_lib.DiT, params: Any, x1: jax.Array,
+                        num_steps: int, *, sampler: str | Update = 'euler',
+                        labels: jax.Array | None = None,
+                        guidance: jax.Array | float = 1.0) -> jax.Array:
+  """The ODE solution from x1, solved finely: what caching and step
+  reduction both approximate (jitted, memoised per model and num_steps).
+
+  'euler' (a velocity model): Heun (second order) with num_steps steps;
+  'ddim' (an eps model): DDIM, a first-order solver of the VP probability-
+  flow ODE in its exponential-integrator form, with num_steps steps.
+  `reference_error` says how converged a given num_steps is.
+  """
+  if sampler == 'euler':
+    return _make_heun(model, int(num_steps))(params, x1, labels, guidance)
+  return make_sampler(model, num_steps, sampler=sampler, cache=False)(
+      params, x1, 0.0, 0, labels, guidance).samples
+
+
+def reference_error(model: dit_lib.DiT, params: Any, x1: jax.Array,
+                    num_steps: int, **kwargs) -> float:
+  """PSNR (dB) between the reference at num_steps and at num_steps // 2:
+  high means the reference has converged (halving its steps barely moves
+  it)."""
+  a = converged_reference(model, params, x1, num_steps, **kwargs)
+  b = converged_reference(model, params, x1, num_steps // 2, **kwargs)
+  return psnr(b, a)
+
+
 def reference_sample(model: dit_lib.DiT, params: Any, x1: jax.Array,
-                     num_steps: int, *, sampler: str | Update = 'euler'
-                     ) -> CacheResult:
+                     num_steps: int, *, sampler: str | Update = 'euler',
+                     labels: jax.Array | None = None,
+                     guidance: jax.Array | float = 1.0) -> CacheResult:
   """The uncached sampler (jitted): all N blocks at all T steps (T N evals).
 
   Its `indicator` is the full per-step curve I_k between consecutive steps.
   """
   return make_sampler(model, num_steps, sampler=sampler, cache=False)(
-      params, x1, 0.0, 0)
+      params, x1, 0.0, 0, labels, guidance)
 
 
 def equal_compute_steps(block_evals: int, depth: int) -> int:
@@ -272,13 +383,14 @@ psnr = images.psnr  # kept as bwcache.psnr for callers
 
 
 def _timed(fn, *args, repeats: int = 1):
+  """(output, median wall seconds over `repeats` calls after a warm-up)."""
   out = jax.block_until_ready(fn(*args))  # compile + warm up
-  best = math.inf
-  for _ in range(repeats):
+  times = []
+  for _ in range(max(1, repeats)):
     t0 = time.perf_counter()
     out = jax.block_until_ready(fn(*args))
-    best = min(best, time.perf_counter() - t0)
-  return out, best
+    times.append(time.perf_counter() - t0)
+  return out, float(np.median(times))
 
 
 def delta_sweep(model: dit_lib.DiT, params: Any, x1: jax.Array,
@@ -286,50 +398,82 @@ def delta_sweep(model: dit_lib.DiT, params: Any, x1: jax.Array,
                 reuse_steps: Sequence[int] = (2, 5), *,
                 sampler: str | Update = 'euler',
                 indicator_blocks: Sequence[int] | None = None,
-                repeats: int = 1) -> dict[str, Any]:
+                repeats: int = 1, labels: jax.Array | None = None,
+                guidance: float = 1.0, reference: jax.Array | None = None,
+                score_fn: Callable[[jax.Array], dict[str, float]] | None = None,
+                schedule_control: bool = False) -> dict[str, Any]:
   """BWCache vs the uncached and the equal-compute uniform sampler.
 
   For every (delta, R): BWCache samples from x1, their block evaluations,
-  PSNR against the uncached T-step samples of the same noise, and the
-  uniform sampler with T' = block_evals // N steps (the same budget) and its
-  PSNR. Wall-clock times (best of `repeats`, after a warm-up call) are
-  reported, not asserted.
+  PSNR against the uncached T-step samples of the same noise ('psnr', the
+  paper's metric), and the uniform sampler with T' = block_evals // N steps
+  (the same budget). With `reference` (e.g. `converged_reference`): PSNR of
+  every sampler against it ('*_psnr_ref'; the uncached T-step sampler's in
+  'reference'). With `score_fn` (samples -> {name: value}, e.g. a Frechet
+  distance to data): its values for every sampler, prefixed like the PSNRs.
+  With `schedule_control`: the schedule-only ablation of every row
+  ('sched_*': delta = inf, as many reuse windows as BWCache triggered,
+  placed at the first steps the schedule allows). Wall-clock times are the
+  median of `repeats` calls after a warm-up, reported, never asserted.
 
   Returns:
-    {'reference': {'block_evals', 'wall_s', 'indicator' (np [T])},
-     'rows': [{'delta', 'reuse_steps', 'block_evals', 'speedup',
+    {'reference': {'block_evals', 'wall_s', 'indicator' (np [T])[, 'psnr_ref',
+                   score_fn's]},
+     'rows': [{'delta', 'reuse_steps', 'block_evals', 'triggers', 'speedup',
                'reuse_fraction', 'psnr', 'wall_s', 'uniform_steps',
-               'uniform_block_evals', 'uniform_psnr', 'uniform_wall_s'}]}
+               'uniform_block_evals', 'uniform_psnr', 'uniform_wall_s'
+               [, '<prefix>psnr_ref', '<prefix><score>' for prefixes '',
+               'uniform_', 'sched_', and 'sched_block_evals']}]}
   """
   depth = model.depth
+  cond = (labels, guidance)
+
+  def extra(prefix, samples):
+    out = {}
+    if reference is not None:
+      out[f'{prefix}psnr_ref'] = psnr(samples, reference)
+    if score_fn is not None:
+      out.update({f'{prefix}{k}': float(v)
+                  for k, v in score_fn(samples).items()})
+    return out
+
   ref_fn = make_sampler(model, num_steps, sampler=sampler, cache=False)
-  ref, ref_wall = _timed(ref_fn, params, x1, 0.0, 0, repeats=repeats)
+  ref, ref_wall = _timed(ref_fn, params, x1, 0.0, 0, *cond, repeats=repeats)
   cached_fn = make_sampler(model, num_steps, sampler=sampler,
                            indicator_blocks=indicator_blocks)
   uniform: dict[int, tuple[CacheResult, float]] = {}
   rows = []
   for R in reuse_steps:
     for d in deltas:
-      res, wall = _timed(cached_fn, params, x1, float(d), int(R),
+      res, wall = _timed(cached_fn, params, x1, float(d), int(R), *cond,
                          repeats=repeats)
       evals = int(res.block_evals)
       steps = equal_compute_steps(evals, depth)
       if steps not in uniform:
         uniform[steps] = _timed(
             make_sampler(model, steps, sampler=sampler, cache=False),
-            params, x1, 0.0, 0, repeats=repeats)
+            params, x1, 0.0, 0, *cond, repeats=repeats)
       uni, uni_wall = uniform[steps]
-      rows.append(dict(
+      triggers = int(np.sum(np.asarray(res.triggered)))
+      row = dict(
           delta=float(d), reuse_steps=int(R), block_evals=evals,
-          speedup=num_steps * depth / evals,
+          triggers=triggers, speedup=num_steps * depth / evals,
           reuse_fraction=1.0 - float(np.mean(np.asarray(res.computed))),
           psnr=psnr(res.samples, ref.samples), wall_s=wall,
           uniform_steps=steps, uniform_block_evals=int(uni.block_evals),
           uniform_psnr=psnr(uni.samples, ref.samples),
-          uniform_wall_s=uni_wall))
+          uniform_wall_s=uni_wall,
+          **extra('', res.samples), **extra('uniform_', uni.samples))
+      if schedule_control:
+        ctl = cached_fn(params, x1, math.inf, int(R), *cond, triggers)
+        row.update(sched_block_evals=int(ctl.block_evals),
+                   sched_psnr=psnr(ctl.samples, ref.samples),
+                   **extra('sched_', ctl.samples))
+      rows.append(row)
   return {'reference': {'block_evals': int(ref.block_evals),
                         'wall_s': ref_wall,
-                        'indicator': np.asarray(ref.indicator)},
+                        'indicator': np.asarray(ref.indicator),
+                        **extra('', ref.samples)},
           'rows': rows}
 
 
@@ -360,6 +504,7 @@ def expected_computed_steps(num_steps: int, reuse_steps: int,
 
 
 __all__: Sequence[str] = [
-    'CacheResult', 'delta_sweep', 'equal_compute_steps',
-    'expected_computed_steps', 'indicator', 'make_sampler', 'psnr',
+    'CacheResult', 'cfg_pieces', 'converged_reference', 'delta_sweep',
+    'equal_compute_steps', 'expected_computed_steps', 'guided_velocity',
+    'indicator', 'make_sampler', 'psnr', 'reference_error',
     'reference_sample', 'rel_l1', 'sample', 'sample_with_pieces']

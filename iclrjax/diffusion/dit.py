@@ -28,9 +28,16 @@ pieces, so besides `__call__` the module exposes, via linen's `method=`:
   h = model.apply(params, h, cond, i, method=DiT.block)     # i: static int
   out = model.apply(params, h, cond, x.shape[-3:], method=DiT.final)
 
-and `__call__(x, t)` is exactly embed -> blocks 0..depth-1 -> final. `final`
-takes the static input shape (H, W, C_in) because the tokens alone do not
-determine the image grid or (when out_channels is None) the channel count.
+and `__call__(x, t)` is exactly embed -> blocks 0..depth-1 -> final.
+`final` takes the static input shape (H, W, C_in) because the tokens alone
+do not determine the image grid or (when out_channels is None) the channel
+count.
+
+Class conditioning (`num_classes` > 0, as DiT's LabelEmbedder): cond gets
+a learned class embedding added, cond = t_embed(t) + y_embed(y), with an
+extra "null" class y = num_classes (the unconditional model of
+classifier-free guidance; y=None means null). Training drops labels to
+null with some probability (`flow.make_trainer`'s `label_dropout`).
 """
 
 from __future__ import annotations
@@ -221,6 +228,8 @@ class DiT(nn.Module):
     emb_scale: t is multiplied by this before the sinusoidal embedding (t in
       [0, 1] -> [0, 1000], the range of the usual integer timesteps).
     freq_dim: size of the sinusoidal time features.
+    num_classes: 0 (unconditional) or the number of classes; labels y in
+      [0, num_classes), num_classes = the null label.
   """
 
   patch: int = 2
@@ -231,6 +240,7 @@ class DiT(nn.Module):
   out_channels: int | None = None
   emb_scale: float = 1000.0
   freq_dim: int = 256
+  num_classes: int = 0
 
   def setup(self):
     self.x_embed = nn.Dense(self.width, kernel_init=_xavier, bias_init=_zeros)
@@ -238,20 +248,36 @@ class DiT(nn.Module):
     self.blocks = [DiTBlock(self.width, self.heads, self.mlp_ratio)
                    for _ in range(self.depth)]
     self.final_layer = FinalLayer(self.width)
+    if self.num_classes:
+      self.y_embed = nn.Embed(self.num_classes + 1, self.width,
+                              embedding_init=_normal002)
 
-  def embed(self, x: jax.Array, t: jax.Array
+  @property
+  def null_label(self) -> int:
+    return self.num_classes
+
+  def embed(self, x: jax.Array, t: jax.Array, y: jax.Array | None = None
             ) -> tuple[jax.Array, jax.Array]:
-    """x [..., H, W, C], t -> (h [..., N, width], cond [..., width]).
+    """x [..., H, W, C], t, y -> (h [..., N, width], cond [..., width]).
 
-    t is a scalar or has shape x.shape[:-3]. N = (H / patch) (W / patch)
-    tokens in row-major order.
+    t (and y, int labels) is a scalar or has shape x.shape[:-3]. N =
+    (H / patch) (W / patch) tokens in row-major order. y is only read when
+    num_classes > 0 (None: the null label).
     """
     *_, H, W, _ = x.shape
     p = self.patch
     pos_ND = sincos_2d_pos_embed(self.width, H // p, W // p)
     h = self.x_embed(patchify(x, p)) + pos_ND
     t = jnp.broadcast_to(jnp.asarray(t, jnp.float32), x.shape[:-3])
-    return h, self.t_embed(t)
+    cond = self.t_embed(t)
+    if self.num_classes:
+      y = self.null_label if y is None else y
+      y = jnp.broadcast_to(jnp.asarray(y, jnp.int32), x.shape[:-3])
+      cond = cond + self.y_embed(y)
+    elif y is not None:
+      raise ValueError('labels y given to an unconditional DiT '
+                       '(num_classes=0)')
+    return h, cond
 
   def block(self, h: jax.Array, cond: jax.Array, i: int) -> jax.Array:
     """Applies block i (a static Python int) to h [..., N, width]."""
@@ -265,8 +291,9 @@ class DiT(nn.Module):
     tokens = self.final_layer(h, cond, self.patch * self.patch * c_out)
     return unpatchify(tokens, self.patch, H, W)
 
-  def __call__(self, x: jax.Array, t: jax.Array) -> jax.Array:
-    h, cond = self.embed(x, t)
+  def __call__(self, x: jax.Array, t: jax.Array,
+               y: jax.Array | None = None) -> jax.Array:
+    h, cond = self.embed(x, t, y)
     for i in range(self.depth):
       h = self.block(h, cond, i)
     return self.final(h, cond, x.shape[-3:])
@@ -275,12 +302,12 @@ class DiT(nn.Module):
 def pieces(model: DiT, params):
   """(embed, block, final) closures over params, for the caching samplers.
 
-  embed(x, t) -> (h, cond); block(h, cond, i) -> h with i static;
+  embed(x, t, y=None) -> (h, cond); block(h, cond, i) -> h with i static;
   final(h, cond, hwc) -> out.
   """
 
-  def embed(x, t):
-    return model.apply(params, x, t, method=DiT.embed)
+  def embed(x, t, y=None):
+    return model.apply(params, x, t, y, method=DiT.embed)
 
   def block(h, cond, i):
     return model.apply(params, h, cond, i, method=DiT.block)

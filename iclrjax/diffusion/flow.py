@@ -262,18 +262,33 @@ def make_trainer(model, train_x: jax.Array, c: Any):
       weight_decay 0.0, b1 0.9, b2 0.999, warmup_steps 0 (linear LR
       warm-up), grad_clip 1.0 (global norm; 0 disables), ema_decay 0.999,
       objective 'flow' | 'vp_eps', t_dist 'uniform' | 'logit_normal',
-      logit_mean 0.0, logit_std 1.0.
+      logit_mean 0.0, logit_std 1.0, label_dropout 0.1.
+
+  A class-conditional model (`model.num_classes` > 0, e.g. `dit.DiT`) is
+  trained on (images, labels): `train_x` and the step's data are the pair
+  (x [n, ...], y [n] int), and each label is replaced by the null label
+  `model.num_classes` with probability `label_dropout`, so one network is
+  both the conditional and the unconditional model of classifier-free
+  guidance (Ho & Salimans 2022).
 
   Returns:
     init(key) -> TrainState and step(state, t, train_x) -> (state, metrics)
     with metrics {'loss', 'grad_norm', 'ema_decay'}; the loss is that of the
     minibatch before the update.
   """
+  num_classes = int(getattr(model, 'num_classes', 0) or 0)
+  if num_classes:
+    if not (isinstance(train_x, (tuple, list)) and len(train_x) == 2):
+      raise ValueError('a class-conditional model (num_classes='
+                       f'{num_classes}) trains on (images, labels); got '
+                       f'{type(train_x).__name__}')
+    train_x = train_x[0]
   n = train_x.shape[0]
   # Flax initialises from shapes only, so a zero example gives the same
   # params as a real one without keeping the data in the closure.
   example = jnp.zeros((1, *train_x.shape[1:]),
                       jax.dtypes.canonicalize_dtype(train_x.dtype))
+  label_dropout = float(_get(c, 'label_dropout', 0.1))
   batch_size = int(_get(c, 'batch_size', 128))
   lr = float(_get(c, 'learning_rate', 1e-3))
   warmup = int(_get(c, 'warmup_steps', 0))
@@ -295,11 +310,21 @@ def make_trainer(model, train_x: jax.Array, c: Any):
   objective_fn = OBJECTIVES[objective]
 
   def init_params(key: jax.Array):
-    return model.init(key, example, jnp.zeros((1,), jnp.float32))
+    t0 = jnp.zeros((1,), jnp.float32)
+    if num_classes:
+      return model.init(key, example, t0, jnp.zeros((1,), jnp.int32))
+    return model.init(key, example, t0)
 
-  def loss_fn(params, x0, key, frozen):
+  def loss_fn(params, batch, key, frozen):
     del frozen
-    return objective_fn(lambda x, t: model.apply(params, x, t), x0, key,
+    if not num_classes:
+      return objective_fn(lambda x, t: model.apply(params, x, t), batch, key,
+                          **loss_kwargs)
+    x0, y = batch
+    k_drop, key = jax.random.split(key)
+    y = jnp.where(jax.random.bernoulli(k_drop, label_dropout, y.shape),
+                  num_classes, y)
+    return objective_fn(lambda x, t: model.apply(params, x, t, y), x0, key,
                         **loss_kwargs)
 
   return train_lib.make_trainer(

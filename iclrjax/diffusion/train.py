@@ -49,17 +49,23 @@ class TrainState(NamedTuple):
 
 def minibatch(num_examples: int | None, batch_size: int, dtype: Any = None
               ) -> BatchFn:
-  """batch_fn drawing `batch_size` rows of `data` [num_examples, ...]
-  epoch-wise without replacement (`core.data.batch_indices`), cast to
-  `dtype` if given, split over the mesh's 'data' axis. num_examples=None:
-  the leading size of `data` (static at trace time)."""
+  """batch_fn drawing `batch_size` rows of `data` [num_examples, ...] (an
+  array, or a pytree of arrays sharing the leading axis, e.g. (images,
+  labels)) epoch-wise without replacement (`core.data.batch_indices`), cast
+  to `dtype` if given (every leaf), split over the mesh's 'data'
+  axis. num_examples=None: the leading size of `data` (static at trace
+  time)."""
 
-  def batch_fn(key: jax.Array, t: jax.Array, data: Any) -> jax.Array:
-    n = data.shape[0] if num_examples is None else num_examples
-    x = data[data_lib.batch_indices(key, t, n, batch_size)]
-    if dtype is not None:
-      x = jnp.asarray(x, dtype)
-    return distributed.shard_batch(x)
+  def batch_fn(key: jax.Array, t: jax.Array, data: Any) -> Any:
+    n = (jax.tree.leaves(data)[0].shape[0] if num_examples is None
+         else num_examples)
+    idx = data_lib.batch_indices(key, t, n, batch_size)
+
+    def take(a):
+      a = a[idx]
+      return a if dtype is None else jnp.asarray(a, dtype)
+
+    return distributed.shard_batch(jax.tree.map(take, data))
 
   return batch_fn
 

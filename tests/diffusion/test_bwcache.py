@@ -199,3 +199,98 @@ def test_psnr_and_sweep(setup):
   assert always['uniform_steps'] == 7
   assert always['uniform_block_evals'] == 7 * DEPTH
   assert np.isfinite(always['psnr']) and np.isfinite(always['uniform_psnr'])
+
+
+@pytest.fixture(scope='module')
+def cond_setup():
+  """A tiny class-conditional DiT (3 classes + null), random params."""
+  model = dit.DiT(patch=2, width=32, depth=DEPTH, heads=4, num_classes=3)
+  x1 = jax.random.normal(jax.random.key(0), (6, 8, 8, 1))
+  y = jnp.array([0, 1, 2, 0, 1, 2])
+  shapes = jax.eval_shape(model.init, jax.random.key(0), x1, jnp.zeros(6), y)
+  rng = np.random.default_rng(2)
+  params = jax.tree.map(
+      lambda s: (0.1 * rng.standard_normal(s.shape)).astype(s.dtype), shapes)
+  return model, params, x1, y
+
+
+def test_cfg_sampler_is_guided_euler(cond_setup):
+  """Uncached CFG sampling = Euler on out_u + w (out_c - out_u) computed
+  with two separate model calls; w = 1 is the conditional model."""
+  model, params, x1, y = cond_setup
+  T = 6
+  f = bwcache.make_sampler(model, T, cache=False)
+  for w in (0.0, 1.0, 2.5):
+    def vel(x, t, w=w):
+      c = model.apply(params, x, t, y)
+      u = model.apply(params, x, t, None)  # None: the null label
+      return u + w * (c - u)
+    plain = jax.jit(lambda x: flow.euler_sample(vel, x, T))(x1)
+    res = f(params, x1, 0.0, 0, y, w)
+    np.testing.assert_allclose(res.samples, plain, atol=2e-5, rtol=1e-5)
+  cond_only = jax.jit(lambda x: flow.euler_sample(
+      lambda x, t: model.apply(params, x, t, y), x, T))(x1)
+  np.testing.assert_allclose(f(params, x1, 0.0, 0, y, 1.0).samples,
+                             cond_only, atol=2e-5, rtol=1e-5)
+  # The blocks see the doubled batch: caching works on it like on any batch.
+  res = bwcache.make_sampler(model, T)(params, x1, jnp.inf, 1, y, 2.0)
+  np.testing.assert_array_equal(res.computed,
+                                bwcache.expected_computed_steps(T, 1))
+  with pytest.raises(ValueError, match='unconditional'):
+    bwcache.sample(dit.DiT(patch=2, width=32, depth=DEPTH, heads=4), params,
+                   x1, T, labels=y)
+
+
+def test_max_triggers_gives_the_schedule_only_ablation(setup):
+  model, params, x1 = setup
+  T, R = 20, 2
+  f = bwcache.make_sampler(model, T)
+  for n in (0, 1, 2, 3, 100):
+    count = [0]
+
+    def first_n(k, n=n):
+      del k
+      count[0] += 1
+      return count[0] <= n  # called once per computed step that may trigger
+
+    # The Python rule with "trigger while fewer than n windows".
+    expected = bwcache.expected_computed_steps(T, R, first_n)
+    res = f(params, x1, jnp.inf, R, None, 1.0, n)
+    np.testing.assert_array_equal(res.computed, expected)
+    unlimited = int(np.sum(f(params, x1, jnp.inf, R).triggered))
+    assert int(np.sum(res.triggered)) == min(n, unlimited)
+  # max_triggers=None: no limit (the plain delta = inf schedule).
+  np.testing.assert_array_equal(f(params, x1, jnp.inf, R).computed,
+                                bwcache.expected_computed_steps(T, R))
+
+
+def test_converged_reference_and_sweep_scores(setup):
+  model, params, x1 = setup
+  ref = bwcache.converged_reference(model, params, x1, 40)
+  heun = jax.jit(lambda x: flow.sample(
+      lambda x, t: model.apply(params, x, t), x, 40, method='heun'))(x1)
+  np.testing.assert_allclose(ref, heun, atol=1e-5, rtol=1e-5)
+  # reference_error: PSNR of the reference at half its steps against it
+  # (Heun's convergence order is tested in test_flow on closed forms).
+  half = bwcache.converged_reference(model, params, x1, 20)
+  assert bwcache.reference_error(model, params, x1, 40) == pytest.approx(
+      bwcache.psnr(half, ref))
+  ddim = bwcache.converged_reference(model, params, x1, 12, sampler='ddim')
+  np.testing.assert_allclose(
+      ddim, bwcache.reference_sample(model, params, x1, 12,
+                                     sampler='ddim').samples, atol=1e-6)
+  out = bwcache.delta_sweep(
+      model, params, x1, 10, [0.0, np.inf], reuse_steps=(2,), reference=ref,
+      score_fn=lambda s: {'mean': float(jnp.mean(s))}, schedule_control=True)
+  never, always = out['rows']
+  assert out['reference']['psnr_ref'] == pytest.approx(
+      bwcache.psnr(bwcache.reference_sample(model, params, x1, 10).samples,
+                   ref))
+  assert never['psnr_ref'] == pytest.approx(out['reference']['psnr_ref'])
+  assert never['triggers'] == 0 and never['sched_block_evals'] == 10 * DEPTH
+  # delta = inf: the schedule-only control is the same run.
+  assert always['triggers'] == 2
+  assert always['sched_block_evals'] == always['block_evals']
+  assert always['sched_psnr_ref'] == pytest.approx(always['psnr_ref'])
+  assert always['sched_mean'] == pytest.approx(always['mean'])
+  assert {'uniform_psnr_ref', 'uniform_mean', 'mean'} <= set(always)

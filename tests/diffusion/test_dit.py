@@ -5,6 +5,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from iclrjax.diffusion import dit
 
@@ -128,3 +129,31 @@ def test_embeddings():
   np.testing.assert_allclose(e[1], np.r_[np.cos(2 * w), np.sin(2 * w)],
                              rtol=1e-6)
   np.testing.assert_allclose(e[0], np.r_[np.ones(3), np.zeros(3)])
+
+
+def test_class_conditioning_and_null_label():
+  model = dit.DiT(patch=2, width=32, depth=1, heads=4, num_classes=3)
+  x = jax.random.normal(jax.random.key(0), (4, 8, 8, 1))
+  t = jnp.full((4,), 0.3)
+  y = jnp.array([0, 1, 2, 3])  # 3 = the null label
+  shapes = jax.eval_shape(model.init, jax.random.key(0), x, t, y)
+  rng = np.random.default_rng(3)
+  params = jax.tree.map(
+      lambda s: (0.1 * rng.standard_normal(s.shape)).astype(s.dtype), shapes)
+  assert params['params']['y_embed']['embedding'].shape == (4, 32)
+  out = model.apply(params, x, t, y)
+  # None is the null label; labels change the output; a scalar broadcasts.
+  np.testing.assert_allclose(model.apply(params, x, t, None),
+                             model.apply(params, x, t, jnp.full(4, 3)),
+                             atol=1e-6)
+  assert float(jnp.abs(out - model.apply(params, x, t, None)).max()) > 1e-3
+  np.testing.assert_allclose(model.apply(params, x, t, 1)[1], out[1],
+                             atol=1e-6)
+  # cond = t_embed(t) + y_embed(y).
+  _, cond = model.apply(params, x, t, y, method=dit.DiT.embed)
+  _, cond_null = model.apply(params, x, t, None, method=dit.DiT.embed)
+  emb = params['params']['y_embed']['embedding']
+  np.testing.assert_allclose(cond - cond_null, emb[y] - emb[3], atol=1e-6)
+  # An unconditional DiT refuses labels.
+  with pytest.raises(ValueError, match='unconditional'):
+    MODEL.apply(_random_params(MODEL, x, t), x, t, y)

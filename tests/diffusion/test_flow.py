@@ -178,3 +178,30 @@ def test_sample_reverse_time_and_batch_time():
     np.testing.assert_allclose(got, b, atol=1e-6)
   with pytest.raises(ValueError, match='method'):
     flow.sample(v, a, 3, method='rk4')
+
+
+def test_class_conditional_trainer_label_dropout():
+  """(images, labels) data; label_dropout = 1 trains only the null label's
+  embedding (every other row gets exactly zero gradient), 0 never touches
+  it."""
+  x = jnp.asarray(flow.digits('train')[:64])
+  y = jnp.arange(64, dtype=jnp.int32) % 10
+  model = dit.DiT(patch=4, width=16, depth=1, heads=2, num_classes=10)
+  with pytest.raises(ValueError, match='images, labels'):
+    flow.make_trainer(model, x, {})
+  for p_drop in (0.0, 1.0):
+    init, step = flow.make_trainer(
+        model, (x, y), dict(batch_size=16, label_dropout=p_drop,
+                            grad_clip=0.0))
+    s0 = init(jax.random.key(0))
+    s1 = s0
+    for t in range(3):  # adaLN-zero: labels get gradients from step 1 on
+      s1, m = jax.jit(step)(s1, jnp.int32(t), (x, y))
+      assert np.isfinite(float(m['loss']))
+    moved = np.abs(np.asarray(s1.params['params']['y_embed']['embedding']
+                              - s0.params['params']['y_embed']['embedding'])
+                   ).max(-1) > 0
+    if p_drop == 1.0:
+      np.testing.assert_array_equal(moved, [False] * 10 + [True])
+    else:
+      assert not moved[10] and moved[:10].any()
