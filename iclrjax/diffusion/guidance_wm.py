@@ -441,10 +441,35 @@ def complete_x0(velocity: Velocity, x: jax.Array, v: jax.Array,
   return jax.lax.stop_gradient(jax.lax.scan(body, y, steps)[0])
 
 
+BUDGETS = ('shared', 'per_task')
+
+
+def project_to_box(g: jax.Array, x0: jax.Array, lo: float = -1.0,
+                   hi: float = 1.0) -> jax.Array:
+  """Drops the components of the ascent direction g whose descent step -g
+  would push a pixel already at a face of the box [lo, hi] further out: the
+  projection of -g onto the box's tangent cone at x0 (a clipped pixel cannot
+  move further out, so guidance spent there is lost)."""
+  out_hi = (x0 >= hi) & (g < 0)  # descent -g > 0 raises a pixel at hi
+  out_lo = (x0 <= lo) & (g > 0)
+  return jnp.where(out_hi | out_lo, 0.0, g)
+
+
 def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
                        key: jax.Array, mask: jax.Array, *,
-                       noise_std: float, tau: float, eta: float) -> jax.Array:
-  """g / max(eta, ||g||) with g = clip_tau(PCGrad_T(grad log L(T(x0)))).
+                       noise_std: float, tau: float, eta: float,
+                       budget: str = 'shared',
+                       box: tuple[float, float] | None = None) -> jax.Array:
+  """The guidance direction d (the descent step is -d) from the per-
+  augmentation gradients g_T = grad log L(T(x0)) at x0.
+
+  budget 'shared' (Eq. 9 as printed): d = g / max(eta, ||g||) with g =
+  clip_tau(PCGrad_T(g_T)): one unit of budget for the whole set T, so with
+  |T| = 5 tasks the identity task gets about a fifth of what it gets alone.
+  'per_task': every task gets its own unit: g_T <- g_T / max(eta, ||g_T||),
+  then d = clip_tau(PCGrad_T(g_T)) (||d|| <= |T|; with one task the two
+  budgets coincide). box=(lo, hi): x0 is the clipped image and g is first
+  projected onto the box (`project_to_box`).
 
   Args:
     phi_fn: images -> whitened logits [B, M].
@@ -455,8 +480,10 @@ def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
     noise_std, tau, eta: noise augmentation std, element-wise clip, norm floor.
 
   Returns:
-    [B, H, W, C]: the per-image normalised descent direction is its negative.
+    [B, H, W, C]: the per-image ascent direction d.
   """
+  if budget not in BUDGETS:
+    raise ValueError(f'budget must be one of {BUDGETS}, got {budget!r}')
   k_noise, k_order = jax.random.split(key)
   b = x0.shape[0]
 
@@ -466,14 +493,21 @@ def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
       return jnp.sum(jnp.log(wm_loss(phi_fn(xa), u) + LOG_EPS))
     return jax.grad(total)(x)  # per-image: images do not interact
 
+  def unit(g):
+    return g / jnp.maximum(eta, jnp.sqrt(jnp.sum(g * g, axis=(-3, -2, -1),
+                                                 keepdims=True)))
+
   grads = jnp.stack([grad_of(n, x0) for n in AUGMENTATIONS])
+  if box is not None:
+    grads = project_to_box(grads, x0[None], *box)
+  if budget == 'per_task':
+    grads = unit(grads)
   grads = grads * jnp.asarray(mask, grads.dtype).reshape(-1, 1, 1, 1, 1)
   orders = jax.vmap(lambda kk: jax.random.permutation(kk, len(AUGMENTATIONS)))(
       jax.random.split(k_order, b))
   g = jax.vmap(pcgrad, in_axes=(1, 0))(grads, orders)
   g = jnp.clip(g, -tau, tau)
-  norm = jnp.sqrt(jnp.sum(g * g, axis=(1, 2, 3), keepdims=True))
-  return g / jnp.maximum(eta, norm)
+  return unit(g) if budget == 'shared' else g
 
 
 def guided_sample(velocity: Velocity, phi_fn: Phi, x1: jax.Array,
@@ -481,13 +515,16 @@ def guided_sample(velocity: Velocity, phi_fn: Phi, x1: jax.Array,
                   guided_steps: int, omega: jax.Array | float,
                   mask: jax.Array, estimate: str = 'tweedie',
                   noise_std: float = 0.1, tau: float = 1.0,
-                  eta: float = 1e-3, clip_x0: bool = False) -> jax.Array:
+                  eta: float = 1e-3, clip_x0: bool = False,
+                  budget: str = 'shared') -> jax.Array:
   """Euler sampling with watermark guidance in the last `guided_steps` steps.
 
   At a guided step k (t = t_k -> s = t_{k+1}): v = v_theta(x, t); x0hat by
-  `estimate` ('tweedie' or 'complete'); vhat = v + omega g / max(eta, ||g||)
-  (`guidance_direction`); x <- x + (s - t) vhat. omega = 0 (or an empty
-  mask) is the unguided sampler. Returns x at t = 0 (unclipped).
+  `estimate` ('tweedie' or 'complete'); vhat = v + omega d
+  (`guidance_direction` with `budget`); x <- x + (s - t) vhat. With
+  `clip_x0` the decoder sees the clipped x0hat and d is projected onto the
+  clip box [-1, 1]. omega = 0 (or an empty mask) is the unguided sampler.
+  Returns x at t = 0 (unclipped).
   """
   if estimate not in ('tweedie', 'complete'):
     raise ValueError(f"estimate must be 'tweedie' or 'complete', got "
@@ -513,7 +550,9 @@ def guided_sample(velocity: Velocity, phi_fn: Phi, x1: jax.Array,
     if clip_x0:  # the decoder sees what the user gets (`render`)
       x0 = jnp.clip(x0, -1.0, 1.0)
     d = guidance_direction(phi_fn, x0, u, jax.random.fold_in(key, k), mask,
-                           noise_std=noise_std, tau=tau, eta=eta)
+                           noise_std=noise_std, tau=tau, eta=eta,
+                           budget=budget,
+                           box=(-1.0, 1.0) if clip_x0 else None)
     return flow.euler_update(x, v + omega * d, t, s), None
 
   if guided_steps:
@@ -522,10 +561,10 @@ def guided_sample(velocity: Velocity, phi_fn: Phi, x1: jax.Array,
 
 
 __all__: Sequence[str] = [
-    'AUGMENTATIONS', 'DecoderState', 'FlatResMLP', 'SHIFTS',
+    'AUGMENTATIONS', 'BUDGETS', 'DecoderState', 'FlatResMLP', 'SHIFTS',
     'WMDecoder', 'WMEncoder', 'Whitening', 'antipodal', 'aug_mask',
     'augment', 'bit_accuracy', 'complete_x0', 'cosine', 'decode_bits',
     'exact_decoding_threshold', 'fit_whitening',
     'guidance_direction', 'guided_sample', 'make_decoder_trainer',
-    'p_value', 'pcgrad', 'shift',
+    'p_value', 'pcgrad', 'project_to_box', 'shift',
     'shift_attack_bit_accuracy', 'tweedie_x0', 'wm_loss']

@@ -241,6 +241,42 @@ def test_one_guided_step_decreases_the_loss(random_decoder):
   assert (worse > gwm.wm_loss(phi_fn(x0hat), u)).all()
 
 
+def test_project_to_box_closed_form():
+  x0 = jnp.array([1.0, 1.0, -1.0, -1.0, 0.3, 0.3])
+  g = jnp.array([-2.0, 2.0, 3.0, -3.0, 4.0, -4.0])
+  # Descent is -g: keep moves into the box (or from the interior), drop the
+  # outward ones at the faces.
+  np.testing.assert_array_equal(gwm.project_to_box(g, x0),
+                                [0.0, 2.0, 0.0, -3.0, 4.0, -4.0])
+
+
+def test_per_task_budget_and_box_projection(random_decoder):
+  phi_fn, x = random_decoder
+  x0 = jnp.clip(1.3 * x[:16], -1, 1)  # many pixels on the faces of the box
+  u = gwm.antipodal(jax.random.bernoulli(jax.random.key(3), 0.5, (16, 16)))
+  f = jax.jit(lambda mask, budget, box: gwm.guidance_direction(
+      phi_fn, x0, u, jax.random.key(4), mask, noise_std=0.1, tau=1e9,
+      eta=1e-6, budget=budget, box=box), static_argnums=(1, 2))
+  one = gwm.aug_mask(('identity',))
+  # One task: the two budgets coincide (a unit direction).
+  np.testing.assert_allclose(f(one, 'per_task', None),
+                             f(one, 'shared', None), rtol=1e-5, atol=1e-6)
+  # Five tasks: shared is unit norm, per-task is the PCGrad sum of five unit
+  # task gradients (norm between 1 and 5), each task keeping its budget.
+  all_ = gwm.aug_mask(gwm.AUGMENTATIONS)
+  n_shared = jnp.sqrt(jnp.sum(f(all_, 'shared', None) ** 2, (1, 2, 3)))
+  n_task = jnp.sqrt(jnp.sum(f(all_, 'per_task', None) ** 2, (1, 2, 3)))
+  np.testing.assert_allclose(n_shared, 1.0, rtol=1e-4)
+  assert (n_task > 1.5).all() and (n_task <= 5.0 + 1e-4).all(), n_task
+  # Box: no component pushes a clipped pixel further out.
+  d = f(one, 'shared', (-1.0, 1.0))
+  assert not bool(jnp.any((x0 >= 1) & (d < 0) | (x0 <= -1) & (d > 0)))
+  assert bool(jnp.any((x0 >= 1) & (f(one, 'shared', None) < 0)))
+  with pytest.raises(ValueError, match='budget'):
+    gwm.guidance_direction(phi_fn, x0, u, jax.random.key(0), one,
+                           noise_std=0.1, tau=1.0, eta=1e-6, budget='bad')
+
+
 def test_guided_sampler_embeds_the_message(random_decoder):
   phi_fn, x = random_decoder
   target = x[:32]
