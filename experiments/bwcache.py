@@ -192,8 +192,9 @@ def run(r):
           if s == 0:
             samples[case] = _headline_samples(model, ema, noise, cfg,
                                               sampler, cond, ref)
-    for k in ('ref_convergence_db', *(f'ref_{k}' for k in score(noise[:4]))):
-      metrics[f'{k}/{case}'] = np.asarray(per_case[k], float)
+    for k in per_case:
+      if k.startswith('ref_'):
+        metrics[f'{k}/{case}'] = np.asarray(per_case[k], float)
     for T in cfg.num_steps:
       tag = _tag(case, T)
       for k in per_case:

@@ -26,6 +26,7 @@ Two parts, and which statements are whose:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -150,10 +151,17 @@ def nelbos(model, params, strings, V, keys, cfg) -> tuple[np.ndarray, ...]:
   n = len(strings)
   tiled = jnp.tile(strings, (-(-512 // n), 1))
   reps = max(1, -(-cfg.nelbo_draws // len(tiled)))
-  f = jax.jit(jax.vmap(lambda p, k: dl.nelbo(
-      lambda z: model.apply(p, z), tiled, V, k, reps, cfg.t_min)))
-  m, se = f(params, keys)
+  m, se = _nelbo_fn(model, V, reps, float(cfg.t_min))(params, keys, tiled)
   return np.asarray(m, float), np.asarray(se, float)
+
+
+@functools.lru_cache(maxsize=8)
+def _nelbo_fn(model, V: int, reps: int, t_min: float):
+  """jit(vmap over seeds) of `dl.nelbo`, compiled once per model and
+  shapes (the trained and the untrained parameters share it)."""
+  return jax.jit(jax.vmap(lambda p, k, tiled: dl.nelbo(
+      lambda z: model.apply(p, z), tiled, V, k, reps, t_min),
+                          in_axes=(0, 0, None)))
 
 
 def run(r):
