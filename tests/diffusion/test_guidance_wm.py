@@ -367,3 +367,24 @@ def test_default_shift_augmentation_gain(default_run):
 def test_default_fd_increase_at_most_10_percent(default_run):
   c = _claim(default_run[0], 'Guidance costs little realism')
   assert c['holds'], c
+
+
+def test_sweep_points_and_posthoc_at_matched_fd():
+  from experiments import guidance_wm as exp  # pylint: disable=g-import-not-at-top
+  c = gwm_config.get_config()
+  pts = exp.sweep_points(c)
+  assert len(pts) == len(set(pts))
+  # window x omega for the headline estimate, the other estimate at the
+  # headline window, the robust set over omega and the other budget once.
+  assert len(pts) == (len(c.windows) * len(c.omegas) + len(c.omegas)
+                      + len(c.omegas) + 1)
+  assert ('robust', c.headline_estimate, c.headline_omega, c.headline_window,
+          'shared') in pts
+  m = {}
+  for s, fd, acc in ((0.1, 2.0, 0.6), (0.2, 4.0, 0.8), (0.3, 8.0, 0.9)):
+    m[f'fd_real/posthoc_s{s:g}'] = np.array([fd])
+    m[f'bit_acc/posthoc_s{s:g}'] = np.array([acc])
+  c.posthoc_strengths = (0.3, 0.1, 0.2)  # order does not matter
+  assert exp.posthoc_at(m, c, 3.0) == (pytest.approx(0.7), 'inside')
+  assert exp.posthoc_at(m, c, 1.0) == (pytest.approx(0.6), 'below')
+  assert exp.posthoc_at(m, c, 9.0) == (pytest.approx(0.9), 'above')
