@@ -19,13 +19,20 @@ reflect-padded signal.
 * `synth_clip(key)`: the synthetic harmonic clips of gen.md section 4.4
   (tones, ADSR envelopes, exact-zero gaps, a quiet high-frequency tone), a
   pure function of the key.
+* `find_wavs` / `split_files` / `wav_clips`: WAV files in the LibriTTS
+  layout `<root>/<subset>/<speaker>/<chapter>/<utt>.wav`, a held-out split,
+  and fixed-length float32 segments cut from them (NumPy; `scipy.io.wavfile`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 import functools
+import math
+import os
+import pathlib
 from typing import NamedTuple
+import zlib
 
 import jax
 import jax.numpy as jnp
@@ -318,6 +325,108 @@ def synth_batch(key: jax.Array, batch_size: int,
   return jax.vmap(lambda k: synth_clip(k, spec))(keys)
 
 
+# -- WAV folders (LibriTTS layout) -------------------------------------------------------
+HELD_OUT_PREFIXES = ('test', 'dev')  # LibriTTS test-clean / dev-clean, ...
+
+
+def find_wavs(root: str | os.PathLike) -> list[pathlib.Path]:
+  """The .wav files at `<root>/<subset>/<speaker>/<chapter>/*.wav`, sorted
+  (empty when `root` is '' or absent)."""
+  if not os.fspath(root) or not pathlib.Path(root).is_dir():
+    return []
+  return sorted(pathlib.Path(root).glob('*/*/*/*.wav'))
+
+
+def _subset(path: pathlib.Path) -> str:
+  return path.parts[-4]
+
+
+def split_files(paths: Sequence[pathlib.Path], eval_fraction: float
+                ) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
+  """(train, held-out) files of a LibriTTS-style folder.
+
+  The held-out files are the subset folders named test-* if any, else
+  dev-* (LibriTTS' test-clean, dev-clean, ...) and training the subsets
+  named neither. Without both kinds, every file is split by a hash of its
+  name: the ceil(eval_fraction n) files with the smallest CRC-32 of their
+  utterance id (at least 1, at most n - 1) are held out, the same choice on
+  any machine and in any listing order.
+  """
+  if len(paths) < 2:
+    raise ValueError(f'need >= 2 files to hold one out, got {len(paths)}')
+  kind = lambda p: next((k for k in HELD_OUT_PREFIXES
+                         if _subset(p).startswith(k)), '')
+  train = [p for p in paths if not kind(p)]
+  for prefix in HELD_OUT_PREFIXES:
+    held = [p for p in paths if kind(p) == prefix]
+    if train and held:
+      return train, held
+  rank = sorted(paths, key=lambda p: (zlib.crc32(p.stem.encode()), p.stem))
+  n_eval = min(max(1, math.ceil(eval_fraction * len(paths))), len(paths) - 1)
+  held = set(rank[:n_eval])
+  return ([p for p in paths if p not in held],
+          [p for p in paths if p in held])
+
+
+def read_wav(path: str | os.PathLike, sample_rate: int) -> np.ndarray:
+  """A WAV file as float32 [N] in [-1, 1] at `sample_rate`.
+
+  Integer PCM is divided by 2^(bits - 1) (unsigned 8-bit centred first),
+  channels are averaged, and a file at another rate is resampled by
+  polyphase filtering (`scipy.signal.resample_poly`).
+  """
+  from scipy import signal  # pylint: disable=g-import-not-at-top
+  from scipy.io import wavfile  # pylint: disable=g-import-not-at-top
+  rate, x = wavfile.read(os.fspath(path))
+  if x.dtype.kind in 'iu':
+    half = 2.0 ** (8 * x.dtype.itemsize - 1)
+    x = (x.astype(np.float64) - (half if x.dtype.kind == 'u' else 0.0)) / half
+  x = np.asarray(x, np.float64)
+  if x.ndim == 2:
+    x = x.mean(1)
+  if rate != sample_rate:
+    g = math.gcd(int(rate), int(sample_rate))
+    x = signal.resample_poly(x, sample_rate // g, rate // g)
+  return np.clip(x, -1.0, 1.0).astype(np.float32)
+
+
+def wav_clips(paths: Sequence[str | os.PathLike], *, sample_rate: int,
+              clip_length: int, num_clips: int, seed: int) -> np.ndarray:
+  """float32 [num_clips, clip_length] segments of the files `paths`.
+
+  Clip i comes from file i mod n, at an offset uniform over the file's
+  valid starts (file j's offsets from `np.random.default_rng((seed, j))`,
+  so a clip does not depend on the others); a file shorter than
+  `clip_length` is zero-padded at the end. Files are read one at a time
+  (memory: the output).
+  """
+  if not paths:
+    raise ValueError('no files to cut clips from')
+  out = np.zeros((num_clips, clip_length), np.float32)
+  n = len(paths)
+  for j in range(min(n, num_clips)):
+    x = read_wav(paths[j], sample_rate)
+    rows = np.arange(j, num_clips, n)
+    starts = np.random.default_rng((seed, j)).integers(
+        0, max(len(x) - clip_length, 0) + 1, len(rows))
+    for i, s in zip(rows, starts):
+      seg = x[s:s + clip_length]
+      out[i, :len(seg)] = seg
+  return out
+
+
+def silence_mask(x: np.ndarray, hop: int, threshold_db: float) -> np.ndarray:
+  """bool [..., N]: samples in hop-sample blocks whose RMS is more than
+  `threshold_db` below the clip's loudest block (a trailing partial block
+  counts as one), the "gaps" of real audio."""
+  n = x.shape[-1]
+  nb = -(-n // hop)
+  xp = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, nb * hop - n)])
+  rms = np.sqrt(np.mean(xp.reshape(*x.shape[:-1], nb, hop) ** 2, -1))
+  level = np.max(rms, -1, keepdims=True) * 10.0 ** (threshold_db / 20.0)
+  return np.repeat(rms < level, hop, -1)[..., :n]
+
+
 # -- metrics -----------------------------------------------------------------------------
 def db(p: jax.Array) -> jax.Array:
   return 10.0 * jnp.log10(p)
@@ -383,7 +492,9 @@ def mrstft_loss(pred: jax.Array, target: jax.Array,
 
 
 __all__: Sequence[str] = [
-    'ClipSpec', 'frames', 'gap_rms', 'hann_window', 'istft', 'linear_filterbank',
-    'log_mel', 'lsd', 'magnitude_spectrogram', 'mel_filterbank',
-    'mel_spectrogram', 'mrstft_loss', 'num_frames', 'power_spectrogram',
-    'safe_log', 'stft', 'synth_batch', 'synth_clip']
+    'ClipSpec', 'HELD_OUT_PREFIXES', 'find_wavs', 'frames', 'gap_rms',
+    'hann_window', 'istft', 'linear_filterbank', 'log_mel', 'lsd',
+    'magnitude_spectrogram', 'mel_filterbank', 'mel_spectrogram',
+    'mrstft_loss', 'num_frames', 'power_spectrogram', 'read_wav', 'safe_log',
+    'silence_mask', 'split_files', 'stft', 'synth_batch', 'synth_clip',
+    'wav_clips']

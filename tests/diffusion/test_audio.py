@@ -1,4 +1,5 @@
-"""Audio utilities against torch / numpy references; synthetic clip properties."""
+"""Audio utilities against torch / numpy references; synthetic clip properties;
+the LibriTTS-layout WAV reader on a fake folder."""
 
 import jax
 import jax.numpy as jnp
@@ -6,6 +7,7 @@ import numpy as np
 import pytest
 
 from iclrjax.diffusion import audio
+from tests.diffusion.conftest import write_libritts
 
 
 def _np_stft(x, n_fft, hop):
@@ -178,3 +180,60 @@ def test_magnitude_gradients_finite_at_exact_silence():
   np.testing.assert_array_equal(audio.safe_sqrt(p), [0.0, 0.0, 2.0])
   np.testing.assert_array_equal(jax.grad(lambda p: audio.safe_sqrt(p).sum())(p),
                                 [0.0, 0.0, 0.25])
+
+
+def test_wav_reader_split_segments_and_range(libritts_dir, tmp_path):
+  from scipy.io import wavfile  # pylint: disable=g-import-not-at-top
+  files = audio.find_wavs(libritts_dir)
+  assert len(files) == 6 and audio.find_wavs(tmp_path / 'absent') == []
+  assert audio.find_wavs('') == []
+  train, held = audio.split_files(files, 0.5)
+  assert {p.parts[-4] for p in held} == {'test-clean'}   # the test subset
+  assert len(train) == 4 and not set(train) & set(held)
+  # Integer PCM / 2^15, exactly.
+  x = audio.read_wav(files[0], 8000)
+  raw = wavfile.read(files[0])[1]
+  assert x.dtype == np.float32 and len(x) == 4000
+  np.testing.assert_array_equal(x, raw / 32768.0)
+  # Another rate is resampled: 8 kHz read at 4 kHz has half the samples,
+  # and a 200 Hz tone keeps its frequency.
+  tone = tmp_path / 'tone.wav'
+  wavfile.write(tone, 8000, (0.5 * np.sin(2 * np.pi * 200 * np.arange(8000)
+                                          / 8000) * 32767).astype(np.int16))
+  y = audio.read_wav(tone, 4000)
+  assert len(y) == 4000
+  assert np.argmax(np.abs(np.fft.rfft(y))) == 200    # 1 Hz bins over 1 s
+  # Segments: shape, range, a short file (0.1 s = 800 samples) zero-padded,
+  # each clip a contiguous piece of its file, reproducible from the seed.
+  clips = audio.wav_clips(train, sample_rate=8000, clip_length=1000,
+                          num_clips=9, seed=3)
+  assert clips.shape == (9, 1000) and clips.dtype == np.float32
+  assert np.abs(clips).max() <= 1.0 and np.abs(clips).max() > 0.1
+  short = audio.read_wav(train[3], 8000)
+  assert len(short) == 800
+  np.testing.assert_array_equal(clips[3, :800], short)
+  np.testing.assert_array_equal(clips[3, 800:], 0.0)
+  whole = audio.read_wav(train[0], 8000)
+  for i in (0, 4, 8):                                 # clips of file 0
+    s = [o for o in range(3001) if np.array_equal(whole[o:o + 1000], clips[i])]
+    assert s, i
+  np.testing.assert_array_equal(clips, audio.wav_clips(
+      train, sample_rate=8000, clip_length=1000, num_clips=9, seed=3))
+  assert not np.array_equal(clips, audio.wav_clips(
+      train, sample_rate=8000, clip_length=1000, num_clips=9, seed=4))
+  # The pause (samples n/3..n/2 of every file) is silent, the tones not.
+  m = audio.silence_mask(whole[None], 32, -40.0)[0]
+  assert m[1400:1950].all() and not m[:1300].any() and not m[2050:].any()
+
+
+def test_hash_split_without_test_subsets(tmp_path):
+  # Only a training subset (or only dev-* / test-*): held out by name hash.
+  paths = write_libritts(tmp_path, [('train-clean-100', 19, 198, u, 0.05)
+                                    for u in range(20)])
+  train, held = audio.split_files(paths, 0.1)
+  assert len(held) == 2 and len(train) == 18 and not set(train) & set(held)
+  assert set(audio.split_files(paths[::-1], 0.1)[1]) == set(held)  # any order
+  assert len(audio.split_files(paths[:2], 0.01)[1]) == 1   # >= 1 held out
+  assert len(audio.split_files(paths[:2], 0.99)[0]) == 1   # >= 1 trains
+  with pytest.raises(ValueError, match='>= 2 files'):
+    audio.split_files(paths[:1], 0.1)
