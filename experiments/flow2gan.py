@@ -1,16 +1,19 @@
 """Flow2GAN (arXiv 2512.23278): endpoint flow matching, then GAN fine-tuning,
-with a multi-resolution generator, on synthetic harmonic clips
-(configs/flow2gan.py).
+with a multi-resolution generator, on synthetic harmonic clips or LibriTTS
+WAVs (configs/flow2gan.py).
 
   python -m experiments.flow2gan
   python -m experiments.flow2gan --config=configs/flow2gan.py:branches
   python -m experiments.flow2gan --config=configs/flow2gan.py:smoke --workdir=/tmp/f2g
+  python -m experiments.flow2gan --config=configs/flow2gan.py:paper --config.data_dir=DIR
 
 Stage 1 trains the flow-matching variants of `FM_VARIANTS` (seeds vmapped),
 stage 2 GAN-fine-tunes the endpoint teacher unrolled to n Euler steps;
 every model is scored on fixed test clips (LSD overall and on quiet bins,
 RMS in the silent gaps, MR-STFT); claims gen.md 4.4 (i)-(iv), each with a
-control.
+control. With dataset='libritts' (the paper variant) the training clips are
+segments of the WAV files in `data_dir`, passed to the compiled loop as
+`data`, and the test clips come from its held-out files (`load_data`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ FM_VARIANTS = {
     'single': (True, True, 'single'),
 }
 TEACHER = 'endpoint'
+DATASETS = ('synthetic', 'libritts')
+LAYOUT = '<data_dir>/<subset>/<speaker>/<chapter>/*.wav'
 
 
 def config_schema() -> dict[str, Any]:
@@ -46,6 +51,10 @@ def config_schema() -> dict[str, Any]:
   nonneg = cfg_lib.Float(min=0.0)
   ints = lambda lo=1: cfg_lib.Seq(item=cfg_lib.Int(min=lo), min_len=1)
   schema = {
+      'dataset': cfg_lib.Choice(*DATASETS),
+      'eval_fraction': cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False,
+                                     max_inclusive=False),
+      'clips_per_file': cfg_lib.Int(min=1),
       'fm_variants': cfg_lib.Seq(item=cfg_lib.Choice(*FM_VARIANTS), min_len=1),
       'gan_num_steps': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=0),
       'eval_steps': ints(), 'headline_steps': cfg_lib.Int(min=1),
@@ -113,6 +122,48 @@ def check_config(c) -> None:
                 f'must exceed half the longest n_fft ({longest})')
 
 
+def _wav_split(c):
+  """(train, held-out) WAV files of `c.data_dir`; FileNotFoundError (one
+  line: the field, the layout, the fix) when there are fewer than two."""
+  files = audio.find_wavs(c.data_dir)
+  if len(files) < 2:
+    found = 'has no .wav files' if not files else 'has only 1 .wav file'
+    raise FileNotFoundError(
+        f'data_dir={c.data_dir!r} {found}: Flow2GAN\'s libritts dataset '
+        f'reads {LAYOUT} at {c.sample_rate} Hz, at least 2 files (one is '
+        'held out for evaluation); nothing is downloaded (set '
+        '--config.data_dir=... to a LibriTTS folder, e.g. one holding '
+        'train-clean-100/ and test-clean/)')
+  return audio.split_files(files, c.eval_fraction)
+
+
+def preflight(c) -> None:
+  """Raises FileNotFoundError (one line) when dataset='libritts' and
+  `data_dir` holds fewer than two WAV files; lists files, reads none."""
+  if c.dataset == 'libritts':
+    _wav_split(c)
+
+
+def load_data(c) -> tuple[np.ndarray | None, dict[str, Any]]:
+  """(training clips or None, the test set).
+
+  synthetic: None (the steps draw their clips) and `test_set(c)`. libritts:
+  clips_per_file random clip_length segments of every training file
+  [n_train * clips_per_file, clip_length] (cut with c.seed), and num_test
+  segments of the held-out files (file i mod n, cut with c.test_seed).
+  """
+  if c.dataset == 'synthetic':
+    return None, test_set(c)
+  train, held = _wav_split(c)
+  logging.info('flow2gan: %d training and %d held-out WAV files in %s',
+               len(train), len(held), c.data_dir)
+  cut = lambda paths, n, seed: audio.wav_clips(
+      paths, sample_rate=c.sample_rate, clip_length=c.clip_length,
+      num_clips=n, seed=seed)
+  return (cut(train, c.clips_per_file * len(train), c.seed),
+          test_set(c, cut(held, c.num_test, c.test_seed)))
+
+
 def _tag(variant: str, steps: int) -> str:
   return f'{variant}_{steps}step'
 
@@ -120,6 +171,8 @@ def _tag(variant: str, steps: int) -> str:
 def run(r):
   """Stage 1 (FM variants), stage 2 (GAN), metrics, claims, plots."""
   c = r.config
+  train_clips, test = load_data(c)
+  from_data = train_clips is not None
   metrics: dict[str, np.ndarray] = {}
   samples: dict[str, np.ndarray] = {}
   models = {}
@@ -131,7 +184,7 @@ def run(r):
     # One compiled evaluator per (architecture, steps, parametrisation).
     ek = (branches, n, pred_x1)
     if ek not in evaluators:
-      evaluators[ek] = make_evaluator(models[variant], c, n, pred_x1)
+      evaluators[ek] = make_evaluator(models[variant], c, n, pred_x1, test)
     logging.info('flow2gan: evaluating %s at %d Euler steps', tag_name, n)
     m, s = evaluators[ek](params)
     for k, val in m.items():
@@ -145,9 +198,10 @@ def run(r):
     metrics[f'params/{v}'] = np.full(c.num_seeds, param_count(model, c),
                                      float)
     init, step = make_fm_trainer(model, c, pred_x1=pred_x1,
-                                 spectral=spectral)
+                                 spectral=spectral, from_data=from_data)
     out = r.train(init, step, num_steps=c.fm_steps, chunk_size=chunk(
-        c.fm_steps), phase=v, log_every=c.log_every, postfix_keys=('loss',))
+        c.fm_steps), phase=v, log_every=c.log_every, postfix_keys=('loss',),
+                  data=train_clips)
     for n in c.eval_steps:
       evaluate(v, v, branches, n, pred_x1, out.state.ema)
     if v == TEACHER:
@@ -155,23 +209,23 @@ def run(r):
   disc = make_discriminators(c)
   for n in c.gan_num_steps:
     name = f'gan{n}'
-    init, step = make_gan_trainer(models[TEACHER], disc, c, n)
+    init, step = make_gan_trainer(models[TEACHER], disc, c, n,
+                                  from_data=from_data)
     out = r.train(init, step, num_steps=c.gan_steps,
                   chunk_size=chunk(c.gan_steps), phase=name,
                   log_every=c.log_every, init_args=teacher,
-                  postfix_keys=('mel',))
+                  postfix_keys=('mel',), data=train_clips)
     evaluate(TEACHER, name, 'multi', n, True, out.state.ema)
   claims = evaluate_claims(c, metrics)
-  _plots(r, c, metrics, samples)
+  _plots(r, c, metrics, samples, test)
   return launch.Result(metrics=metrics, claims=claims)
 
 
-def _plots(r, c, metrics, samples) -> None:
+def _plots(r, c, metrics, samples, data) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   r.plots_dir.mkdir(parents=True, exist_ok=True)
-  data = test_set(c)
   target = np.asarray(data['audio'][0])
   gaps = np.asarray(data['gap_mask'][0])
   h = c.headline_steps
@@ -188,8 +242,8 @@ def _plots(r, c, metrics, samples) -> None:
     a0.plot(t, x, lw=0.5)
     a0.fill_between(t, -0.6, 0.6, where=gaps, color='0.85', lw=0)
     a0.set_ylim(-0.6, 0.6)
-    a0.set_title(f'{name}: gap RMS {float(np.sqrt(np.mean(x[gaps] ** 2))):.2e}',
-                 fontsize=8)
+    rms = float(np.sqrt(np.mean(x[gaps] ** 2))) if gaps.any() else 0.0
+    a0.set_title(f'{name}: gap RMS {rms:.2e}', fontsize=8)
     p = np.asarray(audio.power_spectrogram(jnp.asarray(x), c.lsd_n_fft,
                                            c.lsd_n_fft // 4))
     a1.imshow(10 * np.log10(p.T + 1e-10), origin='lower', aspect='auto',
@@ -206,7 +260,8 @@ def _plots(r, c, metrics, samples) -> None:
             xerr=[v.std() for v in vals], color='C0')
     ax.set_yticks(range(len(tags)))
     ax.set_yticklabels(tags if key == 'lsd' else [], fontsize=7)
-    ax.set_xscale('log' if key == 'gap_rms' else 'linear')
+    ax.set_xscale('log' if key == 'gap_rms' and min(map(np.min, vals)) > 0
+                  else 'linear')
     ax.set_title(key + (' (dB)' if key != 'gap_rms' else ''), fontsize=9)
   fig.tight_layout()
   fig.savefig(r.plots_dir / 'lsd_per_variant.png', dpi=110)
@@ -317,7 +372,7 @@ def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
 
 
 EXPERIMENT = launch.Experiment('flow2gan', run, schema=config_schema(),
-                               check_fn=check_config)
+                               check_fn=check_config, preflight=preflight)
 
 if __name__ == '__main__':
   EXPERIMENT.main()

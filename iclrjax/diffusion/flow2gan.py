@@ -55,8 +55,11 @@ The generator is updated only after `disc_warmup` discriminator steps, and
 the mel condition gets 0.2 u N(0, 1) noise (u ~ U(0, 1) per example).
 
 Sizes here are scaled down (8 kHz, 0.5 s clips, ~0.1-0.3 M parameters);
-the algorithm is unchanged. Synthetic data: `audio.synth_clip`. The
-experiment (variants, runner, claims, plots) is `experiments/flow2gan.py`.
+the algorithm is unchanged. Data: synthetic clips drawn inside the step
+(`audio.synth_clip`), or, with `from_data`, minibatches of a clip array
+[num_clips, N] passed to the step as `data` (e.g. LibriTTS segments,
+`audio.wav_clips`). The experiment (variants, runner, claims, plots) is
+`experiments/flow2gan.py`.
 """
 
 from __future__ import annotations
@@ -525,11 +528,15 @@ def generate(model: Generator, params: PyTree, mel: jax.Array,
 FMState = train_lib.TrainState
 
 
-def make_fm_trainer(model: Generator, c, *, pred_x1: bool, spectral: bool):
-  """(init, step) of stage 1 on fresh synthetic clips every step.
+def make_fm_trainer(model: Generator, c, *, pred_x1: bool, spectral: bool,
+                    from_data: bool = False):
+  """(init, step) of stage 1.
 
-  step(state, t) -> (state, {'loss', 'grad_norm'}): batch t is
-  synth_batch(fold_in(key, t)) (the step is the whole data position).
+  Synthetic (default): step(state, t) -> (state, {'loss', 'grad_norm', ...})
+  on fresh clips synth_batch(fold_in(key, t)) (the step is the whole data
+  position). from_data: step(state, t, data) on minibatch t of the clips
+  `data` [num_clips, clip_length] (`train.minibatch`: epochs without
+  replacement, split over the mesh's 'data' axis like the synthetic batch).
   """
   tx = _optimizer(c.learning_rate, c, c.warmup_steps, c.fm_steps)
   spec = clip_spec(c)
@@ -540,10 +547,13 @@ def make_fm_trainer(model: Generator, c, *, pred_x1: bool, spectral: bool):
     return model.init(key, *_example_inputs(c), method=Generator.init_all)
 
   def loss_fn(p, batch, key, frozen):
-    del batch, frozen      # the clips are drawn here, from the step's key
+    del frozen
     kd, kn, kb = jax.random.split(key, 3)
-    x1 = distributed.shard_batch(audio.synth_batch(kd, c.batch_size,
-                                                   spec)['audio'])
+    if from_data:
+      x1 = batch
+    else:                  # the clips are drawn here, from the step's key
+      x1 = distributed.shard_batch(audio.synth_batch(kd, c.batch_size,
+                                                     spec)['audio'])
     mel = condition(c, x1)
     w = branch_dropout_weights(kb, c.batch_size, nb, c.branch_dropout)
     cond = model.apply(p, mel, method=Generator.encode)
@@ -551,8 +561,9 @@ def make_fm_trainer(model: Generator, c, *, pred_x1: bool, spectral: bool):
                    pred_x1=pred_x1, spectral=spectral,
                    noise_scale=c.noise_scale, spec_kwargs=kw)
 
+  batch_fn = train_lib.minibatch(None, c.batch_size) if from_data else None
   return train_lib.make_trainer(init_params, loss_fn, tx,
-                                ema_decay=c.ema_decay)
+                                ema_decay=c.ema_decay, batch_fn=batch_fn)
 
 
 class GANState(NamedTuple):
@@ -572,19 +583,23 @@ def make_discriminators(c) -> Discriminators:
 
 
 def make_gan_trainer(model: Generator, disc: Discriminators, c,
-                     num_steps: int):
+                     num_steps: int, from_data: bool = False):
   """(init(key, teacher_params), step) of stage 2 for the N-step generator.
 
   Each step: generate yhat with the unrolled N-step Euler sampler from
   x0 = sigma0 N(0, I) and the (noised) log-mel; one discriminator update on
   (GAN-1); then, once t >= disc_warmup, one generator update on (GAN-2)
   against the updated discriminators (the same yhat, back-propagated
-  through the sampler by its VJP). Branch dropout is off.
+  through the sampler by its VJP). Branch dropout is off. The clips are
+  synthetic, or with `from_data` minibatches of `data` as in
+  `make_fm_trainer` (step(state, t, data); the batch key is split off the
+  state's key, the rest of the step's randomness folds the other half).
   """
   gtx = _optimizer(c.gen_lr, c, 0, c.gan_steps)
   dtx = _optimizer(c.disc_lr, c, 0, c.gan_steps)
   spec = clip_spec(c)
   w = c.gan_weights
+  batch_fn = train_lib.minibatch(None, c.batch_size)
 
   def init(key, teacher):
     k_d, k_run = jax.random.split(key)
@@ -592,9 +607,13 @@ def make_gan_trainer(model: Generator, disc: Discriminators, c,
     return GANState(teacher, gtx.init(teacher), dparams, dtx.init(dparams),
                     teacher, k_run)
 
-  def step(state, t):
-    kd, kn, km, ku = jax.random.split(jax.random.fold_in(state.key, t), 4)
-    x1 = audio.synth_batch(kd, c.batch_size, spec)['audio']
+  def step(state, t, data=None):
+    key = state.key
+    if from_data:
+      k_batch, key = jax.random.split(key)
+    kd, kn, km, ku = jax.random.split(jax.random.fold_in(key, t), 4)
+    x1 = (batch_fn(k_batch, t, data) if from_data
+          else audio.synth_batch(kd, c.batch_size, spec)['audio'])
     mel = condition(c, x1)
     u = jax.random.uniform(ku, (c.batch_size, 1, 1))
     mel = mel + c.mel_noise * u * jax.random.normal(km, mel.shape)
@@ -648,11 +667,19 @@ def make_gan_trainer(model: Generator, disc: Discriminators, c,
 
 
 # -- evaluation ----------------------------------------------------------------------------
-def test_set(c) -> dict[str, jax.Array]:
+def test_set(c, clips: np.ndarray | None = None) -> dict[str, jax.Array]:
   """The fixed evaluation clips and their initial noise (same for every
-  variant and seed)."""
-  data = audio.synth_batch(jax.random.key(c.test_seed), c.num_test,
-                           clip_spec(c))
+  variant and seed): `num_test` synthetic clips, or the given `clips`
+  [num_test, clip_length] (real audio) whose 'gap_mask' is then
+  `audio.silence_mask` (blocks of mel_hop samples `quiet_db` below the
+  clip's loudest)."""
+  if clips is None:
+    data = audio.synth_batch(jax.random.key(c.test_seed), c.num_test,
+                             clip_spec(c))
+  else:
+    data = {'audio': jnp.asarray(clips, jnp.float32),
+            'gap_mask': jnp.asarray(audio.silence_mask(
+                np.asarray(clips), c.mel_hop, c.quiet_db))}
   x0 = c.noise_scale * jax.random.normal(jax.random.key(c.test_seed + 1),
                                          data['audio'].shape)
   return dict(data, mel=condition(c, data['audio']), x0=x0)
@@ -668,9 +695,11 @@ def clip_metrics(c, pred: jax.Array, data: dict[str, jax.Array]
           'mrstft': jnp.mean(audio.mrstft_loss(pred, data['audio']))}
 
 
-def make_evaluator(model: Generator, c, num_steps: int, pred_x1: bool):
-  """jit(vmap over seeds)(params) -> ({metric: [seeds]}, samples [seeds, k, N])."""
-  data = test_set(c)
+def make_evaluator(model: Generator, c, num_steps: int, pred_x1: bool,
+                   data: dict[str, jax.Array] | None = None):
+  """jit(vmap over seeds)(params) -> ({metric: [seeds]}, samples [seeds, k, N])
+  on `data` (a `test_set`; None: test_set(c))."""
+  data = test_set(c) if data is None else data
   k = min(4, c.num_test)
 
   def one(params):

@@ -1,12 +1,14 @@
 """Flow2GAN: losses against direct computations, samplers, nets, claims (slow)."""
 
 import jax
+from jax.extend import core as jex_core
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from configs import flow2gan as f2g_config
 from experiments import flow2gan as f2g_exp
+from iclrjax.core import logging as log_lib
 from iclrjax.diffusion import audio
 from iclrjax.diffusion import flow2gan as f2g
 
@@ -270,3 +272,88 @@ def test_branch_claim_is_a_paired_ci_with_a_null_control():
   assert not tie.holds and 'no difference' in tie.evidence, tie
   lose = claim(single + 0.3)
   assert not lose.holds and 'single better' in lose.evidence, lose
+
+
+# -- the paper variant's LibriTTS path ----------------------------------------------------
+def _tiny_paper_config(data_dir):
+  """The paper variant (dataset='libritts') at toy sizes on 8 kHz files:
+  one 32-point branch, no GAN stage (its data path: the jaxpr test below)."""
+  c = f2g_config.get_config('paper')
+  c.update(dict(
+      data_dir=str(data_dir), num_seeds=1, sample_rate=8000, clip_length=512,
+      mel_n_fft=64, mel_hop=32, n_mels=8, n_ffts=(32,), hops=(16,),
+      channels=(4,), num_layers=0, kernel=3, hidden_factor=1,
+      cond_channels=4, cond_layers=0, time_dim=4, single_n_fft=64,
+      single_hop=32, loss_n_fft=64, loss_hop=32, loss_n_filters=8,
+      fm_variants=('endpoint',), gan_num_steps=(), eval_steps=(1,),
+      headline_steps=1, teacher_steps=1, fm_steps=2, gan_steps=2,
+      disc_warmup=1, batch_size=2, warmup_steps=1, periods=(2,),
+      mp_channels=(4,), mr_n_ffts=(64,), mr_channels=4,
+      mel_loss_n_ffts=(64,), mel_loss_n_mels=(8,), num_test=2, eval_batch=2,
+      lsd_n_fft=64, steps_per_chunk=2, log_every=1))
+  return c
+
+
+def test_paper_variant_needs_a_wav_folder(tmp_path):
+  from experiments.flow2gan import EXPERIMENT  # pylint: disable=g-import-not-at-top
+  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
+  (tmp_path / 'empty' / 'train-clean-100').mkdir(parents=True)
+  for d in ('', str(tmp_path / 'absent'), str(tmp_path / 'empty')):
+    c = f2g_config.get_config('paper')
+    c.data_dir = d
+    EXPERIMENT.validate(c)                     # a valid config: data is absent
+    with pytest.raises(launch.MissingDataError) as e:
+      EXPERIMENT.execute(c, tmp_path / 'run')
+    msg = str(e.value)
+    assert '\n' not in msg and f'data_dir={d!r} has no .wav files' in msg
+    assert '<data_dir>/<subset>/<speaker>/<chapter>/*.wav at 24000 Hz' in msg
+    assert '--config.data_dir=' in msg
+    assert not (tmp_path / 'run').exists()     # stopped before any work
+
+
+def test_paper_variant_trains_on_a_libritts_folder(libritts_dir, tmp_path):
+  from experiments.flow2gan import EXPERIMENT  # pylint: disable=g-import-not-at-top
+  c = _tiny_paper_config(libritts_dir)
+  train, test = f2g_exp.load_data(c)
+  # Four training files (one clip each, the 0.1 s one padded), two held out.
+  assert train.shape == (4, 512) and test['audio'].shape == (2, 512)
+  assert (train[3, 800:] == 0).all() and np.abs(train).max() <= 1.0
+  s = EXPERIMENT.execute(c, tmp_path / 'run', quiet=True)
+  assert s['config']['dataset'] == 'libritts'
+  for k in ('lsd', 'lsd_quiet', 'mrstft'):
+    assert np.isfinite(s['metrics'][f'{k}/endpoint_1step']['mean']), k
+  rows = [r for r in log_lib.read_metrics(tmp_path / 'run')
+          if 'endpoint/loss' in r]
+  assert len(rows) == 2 and all(np.isfinite(r['endpoint/loss']) for r in rows)
+
+
+def _depends_on_last_input(jaxpr, out_index):
+  """Whether output `out_index` of a (closed) jaxpr is computed from its last
+  input, by forward propagation over its equations (an equation with a
+  dependent input makes all its outputs dependent)."""
+  jaxpr = jaxpr.jaxpr
+  dep = {jaxpr.invars[-1]}
+  for e in jaxpr.eqns:
+    if any(isinstance(v, jex_core.Var) and v in dep for v in e.invars):
+      dep.update(e.outvars)
+  return jaxpr.outvars[out_index] in dep
+
+
+def test_data_steps_train_on_the_clips(smoke_cfg):
+  """With from_data the FM loss and the GAN mel loss are computed from the
+  step's `data` argument (an input of the compiled loop, not a constant)."""
+  c = smoke_cfg
+  model, disc = f2g.make_generator(c), f2g.make_discriminators(c)
+  clips = jax.ShapeDtypeStruct((5, c.clip_length), jnp.float32)
+  fm_init, fm_step = f2g.make_fm_trainer(model, c, pred_x1=True, spectral=True,
+                                         from_data=True)
+  fm_state = jax.eval_shape(fm_init, jax.random.key(0))
+  gan_init, gan_step = f2g.make_gan_trainer(model, disc, c, 1, from_data=True)
+  gan_state = jax.eval_shape(gan_init, jax.random.key(0), fm_state.params)
+  for step, state, metric in ((fm_step, fm_state, 'loss'),
+                              (gan_step, gan_state, 'mel')):
+    args = (state, jnp.int32(0), clips)
+    leaves = jax.tree_util.tree_flatten_with_path(jax.eval_shape(step, *args))
+    (idx,) = [i for i, (path, _) in enumerate(leaves[0])
+              if jax.tree_util.keystr(path).endswith(f"['{metric}']")]
+    assert _depends_on_last_input(jax.make_jaxpr(step)(*args), idx), metric
