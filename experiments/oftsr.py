@@ -1,8 +1,11 @@
 """OFTSR (arXiv 2412.09465): one-step flow super-resolution with a tunable
-fidelity-realism knob, on 2x SR of 8x8 digits (configs/oftsr.py).
+fidelity-realism knob, on 2x SR of 8x8 digits or, in the paper variant, 4x
+SR of FFHQ / DIV2K photographs from a local folder (configs/oftsr.py).
 
   python -m experiments.oftsr
   python -m experiments.oftsr --config=configs/oftsr.py:smoke --workdir=/tmp/oftsr
+  python -m experiments.oftsr --config=configs/oftsr.py:paper \
+      --config.data_dir=/path/to/ffhq256
 
 Trains the flow teachers (one per sigma_p, seeds vmapped), distils the
 one-step student from the sigma_p = student_sigma_p teacher, and scores
@@ -10,12 +13,20 @@ PSNR vs HR and FD to real digits for the LR input, every teacher (N-step
 Euler and its one-step jump), the student over the knob t and the
 undistilled model used as the student; claims gen.md 3.4 (i)-(v) and the
 gap-closure criterion (vi), each with a control.
+
+Realism (FD) is measured in a digits classifier's features for digits and,
+for photographs, in a fixed random conv net's features
+(`features.random_conv_features`): a reproducible pixel-statistics distance
+that needs no download, not FID (no Inception weights offline). Its
+reference set is the training images, its floor the held-out HR images.
+PSNR is on RGB in [-1, 1] (the paper reports it on RGB too).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import pathlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from absl import logging
@@ -28,10 +39,111 @@ from iclrjax.core import launch
 from iclrjax.diffusion import features as features_lib
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
+from iclrjax.diffusion import oftsr
 from iclrjax.diffusion.oftsr import (SRVelocity, bind, euler_sample,
                                      eval_inputs, make_net,
                                      make_student_trainer,
                                      make_teacher_trainer, one_step, psnr)
+
+DATASETS = ('digits', 'ffhq', 'div2k')
+# dataset -> (the layout data_dir must have, an example value).
+_LAYOUTS = {
+    'ffhq': ('FFHQ-style PNG/JPEG files under data_dir (<data_dir>/*.png or '
+             '<data_dir>/00000/00000.png, ...)', '/path/to/ffhq256'),
+    'div2k': ('<data_dir>/DIV2K_train_HR/*.png and '
+              '<data_dir>/DIV2K_valid_HR/*.png', '/path/to/DIV2K'),
+}
+
+
+def hr_files(c) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
+  """(train, test) image files of a folder dataset (c.dataset 'ffhq' or
+  'div2k', c.data_dir): FFHQ holds out its last c.num_eval files (sorted
+  paths; the official ffhq_val_100 is from 69000 on), DIV2K tests on
+  DIV2K_valid_HR. Lists files only (cheap: the launcher's preflight).
+
+  Raises:
+    FileNotFoundError: one line naming data_dir, the layout and the fix.
+  """
+  root = pathlib.Path(c.data_dir) if c.data_dir else None
+  if c.dataset == 'div2k':
+    train = images.image_files(root / 'DIV2K_train_HR') if root else []
+    test = images.image_files(root / 'DIV2K_valid_HR') if root else []
+    found = len(train) + len(test)
+  else:
+    files = images.image_files(root) if root else []
+    train, test = files[:-c.num_eval], files[-c.num_eval:]
+    found = len(files)
+  if not train or not test:
+    layout, example = _LAYOUTS[c.dataset]
+    what = ('has no images' if not found else
+            f'has too few images ({found}; training needs more than '
+            f'num_eval={c.num_eval} held out)' if c.dataset == 'ffhq' else
+            f'lacks {"DIV2K_valid_HR" if train else "DIV2K_train_HR"} images')
+    raise FileNotFoundError(
+        f"data_dir={c.data_dir!r} {what}: OFTSR's {c.dataset} data reads "
+        f'{layout}; set --config.data_dir={example} (nothing is downloaded)')
+  return train, test[:c.num_eval]
+
+
+def preflight(c) -> None:
+  """`hr_files` for a folder dataset, before any compute; digits are
+  offline."""
+  if c.dataset != 'digits':
+    hr_files(c)
+
+
+def load_data(c) -> tuple[jax.Array, jax.Array]:
+  """(train HR, test HR) images [N, hr_size, hr_size, C]: digits as float32
+  on [-1, 1]; photographs as uint8 RGB (`images.load_image_folder`: FFHQ
+  resized to hr_size, DIV2K random training crops, c.crops_per_image per
+  image, and centred test crops), converted to [-1, 1] per minibatch."""
+  if c.dataset == 'digits':
+    return (jnp.asarray(flow.digits('train')),
+            jnp.asarray(flow.digits('test')[:c.num_eval]))
+  train, test = hr_files(c)
+  crop, crops = (('random', c.crops_per_image) if c.dataset == 'div2k'
+                 else ('resize', 1))
+  logging.info('oftsr: reading %d %s training images', len(train), c.dataset)
+  train_x = images.load_image_folder(train, c.hr_size, crop=crop,
+                                     limit=c.num_train, num_crops=crops,
+                                     seed=c.seed)
+  test_crop = 'center' if c.dataset == 'div2k' else 'resize'
+  return (jnp.asarray(train_x),
+          jnp.asarray(images.load_image_folder(test, c.hr_size,
+                                               crop=test_crop)))
+
+
+def realism_features(c, train_x: jax.Array, x_test: jax.Array
+                     ) -> tuple[Any, np.ndarray, dict[str, np.ndarray]]:
+  """(a featurizer with .features(x), the reference features of the
+  training images, extra metrics incl. 'fd/real_test': the FD of real
+  held-out images, the floor of the FD scale)."""
+  if c.dataset == 'digits':
+    logging.info('oftsr: training the digits classifier for FD')
+    feat = features_lib.train_classifier(seed=c.seed,
+                                         steps=c.classifier_steps)
+    real_test = jnp.asarray(flow.digits('test'))
+  else:
+    # Seed 0 always: one feature space for every run.
+    feat, real_test = features_lib.random_conv_features(0), x_test
+  ref_feats = np.asarray(feat.features(train_x))
+  extra = {'fd/real_test': features_lib.frechet_distance(
+      np.asarray(feat.features(real_test)), ref_feats)}
+  if c.dataset == 'digits':
+    extra['classifier_test_accuracy'] = feat.test_accuracy
+  return feat, ref_feats, {k: np.full(c.num_seeds, v)
+                           for k, v in extra.items()}
+
+
+def _in_batches(fn: Callable[..., Any], batch: int, *arrays: jax.Array
+                ) -> Any:
+  """fn(*arrays), called on `batch` rows at a time (0: all at once) and the
+  outputs concatenated (the samplers act per example)."""
+  n = arrays[0].shape[0]
+  if not batch or batch >= n:
+    return fn(*arrays)
+  outs = [fn(*(a[i:i + batch] for a in arrays)) for i in range(0, n, batch)]
+  return jax.tree.map(lambda *o: np.concatenate(o), *outs)
 
 
 @functools.lru_cache(maxsize=16)
@@ -54,9 +166,11 @@ def _clip(x):
 
 
 def evaluate_seed(net: SRVelocity, teachers: dict[float, Any], student: Any,
-                  x_test: jax.Array, key: jax.Array, clf, ref_feats: Any,
-                  c: Any) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-  """Metrics of one seed: PSNR vs HR and FD vs real digits for the LR input,
+                  x_test: jax.Array, key: jax.Array, featurizer,
+                  ref_feats: Any, c: Any
+                  ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+  """Metrics of one seed: PSNR vs HR and FD vs real images (the features of
+  `featurizer`, see `realism_features`) for the LR input,
   every teacher (N-step Euler from t = eps, and its one-step Euler jump), the
   student at every knob t, and the undistilled model used as the student
   ('undistilled_t<t_max>': the teacher's one-step output x_0 + (1 - eps)
@@ -68,16 +182,17 @@ def evaluate_seed(net: SRVelocity, teachers: dict[float, Any], student: Any,
   """
   teach_fn, stud_fn = _samplers(net, int(c.teacher_eval_steps))
   fd = lambda x: features_lib.frechet_distance(
-      np.asarray(clf.features(x)), ref_feats)
+      np.asarray(featurizer.features(x)), ref_feats)
   out: dict[str, float] = {}
   imgs: dict[str, np.ndarray] = {}
-  n_show = min(12, x_test.shape[0])
+  n_show = min(12 if c.dataset == 'digits' else 4, x_test.shape[0])
   x1 = y = None
   endpoint = None
   for sp, params in teachers.items():
     x1, y, x0 = eval_inputs(x_test, key, c.eval_draws, c.sigma_y, sp,
-                            c.factor)
-    multi, jump = teach_fn(params, x0, y)
+                            c.factor, c.degradation)
+    multi, jump = _in_batches(functools.partial(teach_fn, params),
+                              c.eval_batch, x0, y)
     multi, jump = _clip(multi), _clip(jump)
     tag = f'teacher_sp{sp:g}'
     out[f'psnr/{tag}_euler{c.teacher_eval_steps}'] = psnr(multi, x1)
@@ -95,15 +210,21 @@ def evaluate_seed(net: SRVelocity, teachers: dict[float, Any], student: Any,
   out['fd/lr_input'] = fd(y_clip)
   imgs = {'LR (upsampled)': y_clip[:n_show],
           'HR': np.asarray(x1[:n_show]), **imgs}
+
+  def student_at(params, t):
+    return _in_batches(
+        lambda x0, y: stud_fn(params, x0, y, jnp.float32(t)), c.eval_batch,
+        x0_student, y)
+
   for t in c.knob_ts:
-    xh = _clip(stud_fn(student, x0_student, y, jnp.float32(t)))
+    xh = _clip(student_at(student, t))
     out[f'psnr/student_t{t:g}'] = psnr(xh, x1)
     out[f'fd/student_t{t:g}'] = fd(xh)
     out[f'psnr_vs_teacher/student_t{t:g}'] = psnr(xh, endpoint)
     imgs[f'student t={t:g}'] = xh[:n_show]
   lo, hi = c.knob_ts[0], c.knob_ts[-1]
-  for t in (lo, hi):
-    xh = _clip(stud_fn(teacher_student, x0_student, y, jnp.float32(t)))
+  for t in (lo, hi):  # student_at(teacher): the undistilled model
+    xh = _clip(student_at(teacher_student, t))
     out[f'psnr/undistilled_t{t:g}'] = psnr(xh, x1)
     out[f'fd/undistilled_t{t:g}'] = fd(xh)
   imgs[f'undistilled t={hi:g}'] = xh[:n_show]
@@ -120,7 +241,20 @@ def config_schema() -> dict[str, Any]:
   knob = cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False,
                        max_inclusive=False)
   return {
-      'factor': cfg_lib.Int(min=1, help='SR factor (8x8 from 8/factor)'),
+      'dataset': cfg_lib.Choice(*DATASETS),
+      'hr_size': cfg_lib.Int(min=2, help='HR image side (digits: 8)'),
+      'num_train': cfg_lib.Int(min=0, help='folder training images (0: all)'),
+      'crops_per_image': cfg_lib.Int(min=1, help='div2k crops per image'),
+      'degradation': cfg_lib.Choice(*oftsr.DEGRADATIONS),
+      'net': cfg_lib.Choice('resmlp', 'unet'),
+      'channels': cfg_lib.Int(min=1),
+      'channel_mults': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1),
+      'num_res_blocks': cfg_lib.Int(min=1),
+      'attention_res': cfg_lib.Seq(item=cfg_lib.Int(min=1),
+                                   help='UNet resolutions with attention'),
+      'dropout': unit,
+      'eval_batch': cfg_lib.Int(min=0, help='sampler batch (0: all)'),
+      'factor': cfg_lib.Int(min=1, help='SR factor (HR side / LR side)'),
       'sigma_y': cfg_lib.Float(min=0.0, help='LR measurement noise'),
       'sigma_ps': cfg_lib.Seq(item=unit, min_len=1,
                               help='teacher noise augmentations'),
@@ -146,7 +280,8 @@ def config_schema() -> dict[str, Any]:
       'lambda_align': cfg_lib.Float(min=0.0),
       'knob_ts': cfg_lib.Seq(item=knob, min_len=2),
       'teacher_eval_steps': cfg_lib.Int(min=1),
-      'num_eval': cfg_lib.Int(min=2, help='test digits scored (<= 360)'),
+      'num_eval': cfg_lib.Int(min=2, help='test images scored (digits: '
+                              '<= 360)'),
       'eval_draws': cfg_lib.Int(min=1, help='degradations per test digit'),
       'classifier_steps': cfg_lib.Int(min=1),
       'steps_per_chunk': cfg_lib.Int(min=1),
@@ -155,15 +290,28 @@ def config_schema() -> dict[str, Any]:
 
 
 def check_config(c) -> None:
-  cfg_lib.check(8 % c.factor == 0, 'factor', c.factor, 'must divide 8')
+  cfg_lib.check(c.hr_size % c.factor == 0, 'factor', c.factor,
+                f'must divide hr_size={c.hr_size}')
+  if c.dataset == 'digits':
+    cfg_lib.check(c.hr_size == 8, 'hr_size', c.hr_size,
+                  "must be 8 for dataset='digits'")
+    cfg_lib.check(c.num_eval <= 360, 'num_eval', c.num_eval,
+                  'at most 360 (the digits test split)')
+  if c.net == 'unet':
+    levels = len(c.channel_mults)
+    cfg_lib.check(c.hr_size % 2 ** (levels - 1) == 0, 'hr_size', c.hr_size,
+                  f'must be divisible by 2^{levels - 1} for '
+                  f'channel_mults={tuple(c.channel_mults)}')
+    sizes = [c.hr_size // 2 ** l for l in range(levels)]
+    cfg_lib.check(set(c.attention_res) <= set(sizes), 'attention_res',
+                  c.attention_res, f'must be among the UNet resolutions '
+                  f'{sizes} (hr_size={c.hr_size})')
   cfg_lib.check(c.student_sigma_p in c.sigma_ps, 'student_sigma_p',
                 c.student_sigma_p, f'must be one of sigma_ps={c.sigma_ps}')
   cfg_lib.check(c.t_min < c.t_max, 't_max', c.t_max,
                 f'must exceed t_min={c.t_min}')
   cfg_lib.check(list(c.knob_ts) == sorted(set(c.knob_ts)), 'knob_ts',
                 c.knob_ts, 'must be strictly increasing')
-  cfg_lib.check(c.num_eval <= 360, 'num_eval', c.num_eval,
-                'at most 360 (the digits test split)')
 
 
 def _tag(sp: float) -> str:
@@ -174,8 +322,7 @@ def run(r):
   """Teachers (one per sigma_p), the student distilled from the
   student_sigma_p teacher, then evaluation (launch.Run -> launch.Result)."""
   c = r.config
-  train_x = jnp.asarray(flow.digits('train'))
-  x_test = jnp.asarray(flow.digits('test')[:c.num_eval])
+  train_x, x_test = load_data(c)
   net = make_net(c)
   chunk = lambda n: min(c.steps_per_chunk, n)
   teachers = {}
@@ -192,10 +339,7 @@ def run(r):
                 postfix_keys=('loss',))
   student = out.state.ema
 
-  logging.info('oftsr: training the digits classifier for FD')
-  clf = features_lib.train_classifier(seed=c.seed,
-                                      steps=c.classifier_steps)
-  ref_feats = np.asarray(clf.features(train_x))
+  featurizer, ref_feats, extra = realism_features(c, train_x, x_test)
   per_seed: list[dict[str, float]] = []
   grid = None
   for i in range(c.num_seeds):
@@ -203,16 +347,12 @@ def run(r):
     pick = lambda tree, i=i: jax.tree.map(lambda a: a[i], tree)
     m, imgs = evaluate_seed(
         net, {sp: pick(p) for sp, p in teachers.items()}, pick(student),
-        x_test, jax.random.fold_in(jax.random.key(c.seed + 777), i), clf,
-        ref_feats, c)
+        x_test, jax.random.fold_in(jax.random.key(c.seed + 777), i),
+        featurizer, ref_feats, c)
     per_seed.append(m)
     grid = imgs if grid is None else grid
   metrics = {k: np.array([m[k] for m in per_seed]) for k in per_seed[0]}
-  floor = features_lib.frechet_distance(
-      np.asarray(clf.features(jnp.asarray(flow.digits('test')))), ref_feats)
-  metrics['fd/real_test'] = np.full(c.num_seeds, floor)
-  metrics['classifier_test_accuracy'] = np.full(c.num_seeds,
-                                                clf.test_accuracy)
+  metrics.update(extra)
   _plots(r, c, metrics, grid)
   return launch.Result(metrics=metrics, claims=evaluate_claims(c, metrics))
 
@@ -226,8 +366,9 @@ def _plots(r, c, m: dict[str, np.ndarray], grid: dict[str, np.ndarray]
   ts = list(c.knob_ts)
   n = c.teacher_eval_steps
   fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+  real = 'digits' if c.dataset == 'digits' else 'images'
   for ax, kind, label in ((axes[0], 'psnr', 'PSNR vs HR (dB)'),
-                          (axes[1], 'fd', 'FD to real digits (lower = '
+                          (axes[1], 'fd', f'FD to real {real} (lower = '
                                           'more realistic)')):
     vals = np.stack([m[f'{kind}/student_t{t:g}'] for t in ts])  # [T, seeds]
     ax.errorbar(ts, vals.mean(1), yerr=vals.std(1), fmt='o-',
@@ -253,8 +394,11 @@ def _plots(r, c, m: dict[str, np.ndarray], grid: dict[str, np.ndarray]
   fig.savefig(r.plots_dir / 'psnr_fd_vs_t.png', dpi=120)
   plt.close(fig)
 
+  digits = c.dataset == 'digits'
+  name = 'digits' if digits else f'{c.dataset} images'
   images.plot_grid(grid, r.plots_dir / 'samples.png',
-                   title='2x SR of test digits (seed 0)', panel_size=(8.0, 0.8))
+                   title=f'{c.factor}x SR of test {name} (seed 0)',
+                   panel_size=(8.0, 0.8) if digits else (8.0, 2.0))
 
   r.plot([f'{_tag(sp)}/loss' for sp in c.sigma_ps], 'teacher_loss',
          title='teacher L1 flow loss', logy=True)
@@ -349,7 +493,7 @@ def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
 
 
 EXPERIMENT = launch.Experiment('oftsr', run, schema=config_schema(),
-                               check_fn=check_config)
+                               check_fn=check_config, preflight=preflight)
 
 if __name__ == '__main__':
   EXPERIMENT.main()

@@ -14,6 +14,12 @@ test_features.py` checks it against scipy.linalg.sqrtm.
 
 Images are [N, 8, 8, 1] (or [N, 64]) floats in [-1, 1], the scale of
 `flow.digits`.
+
+For RGB photographs without a trained feature net (no Inception weights can
+be downloaded), `RandomConvFeatures` gives a fixed, untrained random conv
+net: its FD is a reproducible pixel-statistics distance (local colour,
+edge and texture statistics at three scales), not FID, and its values are
+not comparable with published FIDs.
 """
 
 from __future__ import annotations
@@ -39,6 +45,51 @@ def digits_labeled(split: str = 'train', data_dir: str | None = None
   x = images.to_scale(np.asarray(d['image'], np.float32), '[-1,1]')
   return (x.reshape(-1, 8, 8, 1).astype(np.float32),
           np.asarray(d['label'], np.int32))
+
+
+class RandomConvFeatures(NamedTuple):
+  """A fixed random conv net on images [N, H, W, C] in [-1, 1].
+
+  Layer l: Conv3x3(widths[l], stride 2, He-normal random filters, no bias)
+  -> ReLU; the features are the spatial means of every layer's activations,
+  concatenated ([N, sum(widths)]), so they summarise colour and texture at
+  scales 2, 4, 8, ... pixels. Nothing is trained: the filters are a function
+  of `seed` only (`random_conv_features`).
+  """
+  filters: tuple[Any, ...]
+  chunk: int = 64
+
+  def features(self, x: Any) -> jax.Array:
+    """x [N, H, W, C] on [-1, 1] (or uint8, see `images.to_signed`; converted
+    a chunk at a time) -> [N, sum(widths)]."""
+    return jnp.concatenate([
+        _random_conv_apply(self.filters, jnp.asarray(
+            images.to_signed(x[i:i + self.chunk]), jnp.float32))
+        for i in range(0, x.shape[0], self.chunk)])
+
+
+@jax.jit
+def _random_conv_apply(filters, x):
+  pooled = []
+  h = x
+  for w in filters:
+    h = jax.nn.relu(jax.lax.conv_general_dilated(
+        h, w, (2, 2), 'SAME', dimension_numbers=('NHWC', 'HWIO', 'NHWC')))
+    pooled.append(h.mean(axis=(1, 2)))
+  return jnp.concatenate(pooled, axis=-1)
+
+
+def random_conv_features(seed: int = 0, channels: int = 3,
+                         widths: tuple[int, ...] = (16, 32, 64)
+                         ) -> RandomConvFeatures:
+  """`RandomConvFeatures` with filters drawn from jax.random.key(seed)."""
+  keys = jax.random.split(jax.random.key(seed), len(widths))
+  filters, c_in = [], channels
+  for k, c_out in zip(keys, widths):
+    std = np.sqrt(2.0 / (9 * c_in))
+    filters.append(std * jax.random.normal(k, (3, 3, c_in, c_out)))
+    c_in = c_out
+  return RandomConvFeatures(tuple(filters))
 
 
 class DigitsMLP(nn.Module):

@@ -50,6 +50,12 @@ t ~ U[t_min, t_max], s = min(t + dt, t_max) (`sample_times`):
 averages over the batch, as the official code does. dt = 0.05,
 [t_min, t_max] = [0.01, 0.99].
 
+Paper scale (`configs/oftsr.py:paper`): 4x SR of RGB photographs (FFHQ
+256x256 or DIV2K crops, read from a local folder by `images.
+load_image_folder`), bicubic degradation ('sr_interp', `degrade(...,
+mode='bicubic')`), and the backbone `SRUNet`: `nets.UNet` on concat(x, y)
+with the official guided-diffusion UNet's sizes (`configs/dis_fm_ffhq.yml`).
+
 Toy task of the CPU reproduction (gen.md 3.4): 2x super-resolution of the
 8x8 sklearn digits in [-1, 1] from 4x4 (2x2 average pool, nearest upsample,
 sigma_y = 0.3), a `nets.ResMLP` backbone on the flattened concat(x, y) with
@@ -80,6 +86,7 @@ from iclrjax.diffusion import train as train_lib
 Velocity = Callable[[jax.Array, jax.Array], jax.Array]
 
 T_END = 1.0      # T: the target time
+DEGRADATIONS = ('avgpool', 'bicubic')
 EPS_T = 1e-3     # eps: the source time of sampling / the one-step jump
 TIME_SCALE = 999.0  # the network sees t * 999 (`model_forward_wrapper`)
 
@@ -102,12 +109,39 @@ def upsample(y: jax.Array, factor: int) -> jax.Array:
   return jnp.repeat(jnp.repeat(y, factor, axis=-3), factor, axis=-2)
 
 
+def bicubic_down(x: jax.Array, factor: int) -> jax.Array:
+  """Antialiased bicubic downsampling by `factor` ('sr_interp' forward,
+  torch `F.interpolate(..., 'bicubic', antialias=True)`; jax.image uses the
+  Keys kernel with a = -0.5, torch a = -0.75)."""
+  *lead, h, w, c = x.shape
+  if h % factor or w % factor:
+    raise ValueError(f'factor {factor} must divide H={h} and W={w}')
+  return jax.image.resize(x, (*lead, h // factor, w // factor, c), 'bicubic',
+                          antialias=True)
+
+
+def bicubic_up(y: jax.Array, factor: int) -> jax.Array:
+  """Bicubic upsampling by `factor` ('sr_interp' transpose)."""
+  *lead, h, w, c = y.shape
+  return jax.image.resize(y, (*lead, h * factor, w * factor, c), 'bicubic')
+
+
 def degrade(x1: jax.Array, key: jax.Array, sigma_y: float | jax.Array,
-            factor: int = 2) -> tuple[jax.Array, jax.Array]:
-  """(y_LR, y): y_LR = AvgPool_f(x1) + sigma_y n, y = Up_f(y_LR) (HR-sized)."""
-  lr = avg_pool(x1, factor)
+            factor: int = 2, mode: str = 'avgpool'
+            ) -> tuple[jax.Array, jax.Array]:
+  """(y_LR, y): y_LR = Down_f(x1) + sigma_y n, y = Up_f(y_LR) (HR-sized).
+
+  mode='avgpool': Down = AvgPool, Up = nearest ('sr_avp'); 'bicubic':
+  antialiased bicubic both ways ('sr_interp', the paper's FFHQ / DIV2K
+  setting).
+  """
+  if mode not in DEGRADATIONS:
+    raise ValueError(f'mode={mode!r}: use one of {DEGRADATIONS}')
+  down, up = ((avg_pool, upsample) if mode == 'avgpool'
+              else (bicubic_down, bicubic_up))
+  lr = down(x1, factor)
   y_lr = lr + sigma_y * jax.random.normal(key, lr.shape, lr.dtype)
-  return y_lr, upsample(y_lr, factor)
+  return y_lr, up(y_lr, factor)
 
 
 def perturb(y: jax.Array, key: jax.Array, sigma_p: float | jax.Array
@@ -263,21 +297,83 @@ class SRVelocity(nn.Module):
     return v.reshape(x.shape)
 
 
-def bind(net: SRVelocity, params: Any, y: jax.Array) -> Velocity:
+class SRUNet(nn.Module):
+  """v(x, y, t): `nets.UNet` on concat(x, y) along channels (`use_cond`).
+
+  x, y [B, H, W, C]; t [B] (or a scalar), embedded as sinusoids of t * 999.
+  The paper's sizes (guided-diffusion UNet of `configs/dis_fm_ffhq.yml`):
+  128 channels, multipliers (1, 1, 2, 2, 4, 4), one ResBlock per level,
+  self-attention at 16x16, dropout 0.1, time embedding 4 x 128. nets.UNet
+  differs from that net in form, not size: single-head attention (the
+  official uses 64-channel heads), stride-2 convs / nearest+conv instead of
+  ResBlock up/down-sampling, and mid-block attention only when the coarsest
+  level has it. `deterministic=False` applies dropout (a 'dropout' rng).
+  """
+
+  channels: int = 128
+  channel_mults: tuple[int, ...] = (1, 1, 2, 2, 4, 4)
+  num_res_blocks: int = 1
+  attention_levels: tuple[int, ...] = (4,)
+  emb_dim: int = 128
+  dropout: float = 0.0
+
+  @nn.compact
+  def __call__(self, x: jax.Array, y: jax.Array, t: jax.Array,
+               deterministic: bool = True) -> jax.Array:
+    return nets.UNet(
+        out_channels=x.shape[-1], channels=self.channels,
+        channel_mults=tuple(self.channel_mults),
+        num_res_blocks=self.num_res_blocks, emb_dim=self.emb_dim,
+        emb_scale=TIME_SCALE, attention_levels=tuple(self.attention_levels),
+        dropout=self.dropout, name='unet')(
+            jnp.concatenate([x, y], axis=-1), t, deterministic)
+
+
+def bind(net: SRVelocity | SRUNet, params: Any, y: jax.Array,
+         dropout_key: jax.Array | None = None) -> Velocity:
   """v(x, t) = net(params, x, y, t); for x with k B rows (k stacked batches,
-  as `distill_losses` passes them) y is tiled k times."""
+  as `distill_losses` passes them) y is tiled k times. With `dropout_key`
+  (an `SRUNet` with dropout, in training) dropout is on."""
 
   def velocity(x, t):
     k = x.shape[0] // y.shape[0]
-    return net.apply(params, x, y if k == 1 else jnp.tile(
-        y, (k,) + (1,) * (y.ndim - 1)), t)
+    yk = y if k == 1 else jnp.tile(y, (k,) + (1,) * (y.ndim - 1))
+    if dropout_key is None:
+      return net.apply(params, x, yk, t)
+    return net.apply(params, x, yk, t, False, rngs={'dropout': dropout_key})
 
   return velocity
 
 
-def make_net(c: Any) -> SRVelocity:
+def attention_levels(hr_size: int, attention_res: Sequence[int],
+                     num_levels: int) -> tuple[int, ...]:
+  """UNet levels whose resolution hr_size / 2^l is in `attention_res` (the
+  official `attention_resolutions`, e.g. 16 at 256 -> level 4)."""
+  return tuple(l for l in range(num_levels)
+               if hr_size // 2 ** l in tuple(attention_res))
+
+
+def make_net(c: Any) -> SRVelocity | SRUNet:
+  """c.net: 'resmlp' (`SRVelocity`: width, blocks, emb_dim, hidden_mult) or
+  'unet' (`SRUNet`: channels, channel_mults, num_res_blocks, attention_res,
+  emb_dim, dropout, hr_size)."""
+  if c.net == 'unet':
+    mults = tuple(c.channel_mults)
+    return SRUNet(channels=c.channels, channel_mults=mults,
+                  num_res_blocks=c.num_res_blocks,
+                  attention_levels=attention_levels(
+                      c.hr_size, c.attention_res, len(mults)),
+                  emb_dim=c.emb_dim, dropout=c.dropout)
   return SRVelocity(width=c.width, blocks=c.blocks, emb_dim=c.emb_dim,
                     hidden_mult=c.hidden_mult)
+
+
+def _dropout_key(net: SRVelocity | SRUNet, key: jax.Array
+                 ) -> jax.Array | None:
+  """The training dropout key (a stream of its own: the other draws of the
+  step are unchanged), or None for a net without dropout."""
+  return (jax.random.fold_in(key, 1) if getattr(net, 'dropout', 0.0) > 0
+          else None)
 
 
 TeacherState = train_lib.TrainState
@@ -294,13 +390,15 @@ def _optimizer(learning_rate: float, warmup: int, grad_clip: float):
 
 
 def make_inputs(x1: jax.Array, key: jax.Array, sigma_y: float,
-                sigma_p: float, factor: int
+                sigma_p: float, factor: int, mode: str = 'avgpool'
                 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
   """(x_1 HR, y condition, x_0 source, a fresh key) of a minibatch x_1 (split
   over the mesh's 'data' axis by `train.minibatch`; y, x_0 follow it as
-  per-image maps of x_1)."""
+  per-image maps of x_1). uint8 images become [-1, 1] floats
+  (`images.to_signed`); `mode` is `degrade`'s."""
+  x1 = images.to_signed(x1)
   k_y, k_p, k_rest = jax.random.split(key, 3)
-  _, y = degrade(x1, k_y, sigma_y, factor)
+  _, y = degrade(x1, k_y, sigma_y, factor, mode)
   return x1, y, perturb(y, k_p, sigma_p), k_rest
 
 
@@ -309,24 +407,26 @@ def make_teacher_trainer(net: SRVelocity, train_x: jax.Array, c: Any,
   """(init, step) for the conditional rectified-flow teacher (`core.loop`).
 
   c: batch_size, teacher_lr, warmup_steps, grad_clip, ema_decay, sigma_y,
-  factor. Metrics: 'loss' (L_flow of the minibatch before the update),
+  factor, degradation. Metrics: 'loss' (L_flow of the minibatch before the update),
   'grad_norm'. `train_x` [N, H, W, C] gives the shapes only:
   `step(state, t, train_x)` takes the HR images as its `data` argument
   (`r.train(..., data=train_x)`), an input of the compiled loop rather than
-  a constant of it.
+  a constant of it. uint8 images (`images.load_image_folder`) are
+  converted per minibatch.
   """
   tx = _optimizer(c.teacher_lr, c.warmup_steps, c.grad_clip)
   # Flax initialises from shapes only: a zero image gives the same params.
-  example = jnp.zeros((1, *train_x.shape[1:]),
-                      jax.dtypes.canonicalize_dtype(train_x.dtype))
+  example = images.to_signed(jnp.zeros(
+      (1, *train_x.shape[1:]), jax.dtypes.canonicalize_dtype(train_x.dtype)))
 
   def init_params(key):
     return net.init(key, example, example, jnp.zeros((1,)))
 
   def loss_fn(p, x1, key, frozen):
     del frozen
-    x1, y, x0, k = make_inputs(x1, key, c.sigma_y, sigma_p, c.factor)
-    return teacher_loss(bind(net, p, y), x0, x1,
+    x1, y, x0, k = make_inputs(x1, key, c.sigma_y, sigma_p, c.factor,
+                               c.degradation)
+    return teacher_loss(bind(net, p, y, _dropout_key(net, key)), x0, x1,
                         sample_teacher_times(k, x1.shape[0]))
 
   return train_lib.make_trainer(
@@ -338,7 +438,8 @@ def make_student_trainer(net: SRVelocity, c: Any, sigma_p: float):
   """(init, step) for the one-step student; init(key, teacher_params).
 
   The student starts as a copy of the teacher. c: batch_size, student_lr,
-  warmup_steps, grad_clip, ema_decay, sigma_y, factor, t_min, t_max, dt,
+  warmup_steps, grad_clip, ema_decay, sigma_y, factor, degradation, t_min,
+  t_max, dt,
   rk2_r, lambda_distill, lambda_boundary, lambda_align. Metrics: 'loss',
   'distill', 'boundary', 'align', 'grad_norm'. As for the teacher,
   `step(state, t, train_x)` takes the HR images as its `data` argument.
@@ -346,9 +447,12 @@ def make_student_trainer(net: SRVelocity, c: Any, sigma_p: float):
   tx = _optimizer(c.student_lr, c.warmup_steps, c.grad_clip)
 
   def loss_fn(p, x1, key, teacher_params):
-    x1, y, x0, k = make_inputs(x1, key, c.sigma_y, sigma_p, c.factor)
+    x1, y, x0, k = make_inputs(x1, key, c.sigma_y, sigma_p, c.factor,
+                               c.degradation)
     ts, ss = sample_times(k, x1.shape[0], c.t_min, c.t_max, c.dt)
-    parts = distill_losses(bind(net, p, y), bind(net, teacher_params, y), x0,
+    # Dropout (if any) on the student only: the teacher is frozen.
+    parts = distill_losses(bind(net, p, y, _dropout_key(net, key)),
+                           bind(net, teacher_params, y), x0,
                            ts, ss, c.t_min, c.rk2_r)
     return student_loss(parts, c.lambda_distill, c.lambda_boundary,
                         c.lambda_align), parts
@@ -373,19 +477,20 @@ psnr = images.psnr  # kept as oftsr.psnr for callers
 
 
 def eval_inputs(x1: jax.Array, key: jax.Array, draws: int, sigma_y: float,
-                sigma_p: float, factor: int
+                sigma_p: float, factor: int, mode: str = 'avgpool'
                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
   """`draws` degradations of every HR test image: (x_1, y, x_0), each
-  [draws * N, ...]. The same key gives the same y and eps for any sigma_p
-  (common random numbers across teachers)."""
-  x1 = jnp.tile(jnp.asarray(x1), (draws, 1, 1, 1))
+  [draws * N, ...] (x_1 on [-1, 1]). The same key gives the same y and eps
+  for any sigma_p (common random numbers across teachers)."""
+  x1 = jnp.tile(images.to_signed(jnp.asarray(x1)), (draws, 1, 1, 1))
   k_y, k_p = jax.random.split(key)
-  _, y = degrade(x1, k_y, sigma_y, factor)
+  _, y = degrade(x1, k_y, sigma_y, factor, mode)
   return x1, y, perturb(y, k_p, sigma_p)
 
 
 __all__: Sequence[str] = [
-    'SRVelocity', 'StudentState', 'TeacherState', 'avg_pool', 'bind',
+    'DEGRADATIONS', 'SRUNet', 'SRVelocity', 'StudentState', 'TeacherState',
+    'attention_levels', 'avg_pool', 'bicubic_down', 'bicubic_up', 'bind',
     'degrade',
     'distill_losses', 'euler_sample', 'eval_inputs', 'interpolate',
     'make_inputs', 'make_net',
