@@ -82,12 +82,14 @@ def _random_conv_apply(filters, x):
 def random_conv_features(seed: int = 0, channels: int = 3,
                          widths: tuple[int, ...] = (16, 32, 64)
                          ) -> RandomConvFeatures:
-  """`RandomConvFeatures` with filters drawn from jax.random.key(seed)."""
-  keys = jax.random.split(jax.random.key(seed), len(widths))
+  """`RandomConvFeatures` with filters drawn by NumPy's default_rng(seed)
+(the same on every backend, and nothing to compile)."""
+  rng = np.random.default_rng(seed)
   filters, c_in = [], channels
-  for k, c_out in zip(keys, widths):
+  for c_out in widths:
     std = np.sqrt(2.0 / (9 * c_in))
-    filters.append(std * jax.random.normal(k, (3, 3, c_in, c_out)))
+    filters.append(jnp.asarray(
+        std * rng.standard_normal((3, 3, c_in, c_out)), jnp.float32))
     c_in = c_out
   return RandomConvFeatures(tuple(filters))
 

@@ -384,3 +384,192 @@ def test_default_claims(default_run, prefix):
 def test_default_criterion_v(default_run):
   c = _claim(default_run, '(v) ')
   assert c['holds'], c
+
+
+# -- the paper variant: photographs from a folder, SRUNet, bicubic ---------------------
+def _write_pngs(folder, n, size, seed=0):
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  folder.mkdir(parents=True, exist_ok=True)
+  rng = np.random.default_rng(seed)
+  for i in range(n):
+    w, h = size
+    img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    Image.fromarray(img).save(folder / f'{i:05d}.png')
+
+
+def _fake_folder(root, dataset):
+  """8 random PNGs in FFHQ layout (two subfolders, 32x32) or 6 train + 2
+  valid non-square ones in DIV2K layout."""
+  if dataset == 'ffhq':
+    _write_pngs(root / '00000', 5, (32, 32))
+    _write_pngs(root / '01000', 3, (32, 32), seed=1)
+  else:
+    _write_pngs(root / 'DIV2K_train_HR', 6, (48, 40))
+    _write_pngs(root / 'DIV2K_valid_HR', 2, (40, 36), seed=1)
+  return root
+
+
+def test_load_image_folder_reads_subfolders_crops_and_scales(tmp_path):
+  from iclrjax.diffusion import images  # pylint: disable=g-import-not-at-top
+  root = _fake_folder(tmp_path / 'ffhq', 'ffhq')
+  (root / 'notes.txt').write_text('not an image')
+  files = images.image_files(root)
+  assert [f.parent.name for f in files] == ['00000'] * 5 + ['01000'] * 3
+  x = images.load_image_folder(root, 32)
+  assert x.shape == (8, 32, 32, 3) and x.dtype == np.uint8
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  np.testing.assert_array_equal(x[0], np.asarray(Image.open(files[0])))
+  xf = images.load_image_folder(root, 16, dtype=np.float32, limit=2)
+  assert xf.shape == (2, 16, 16, 3) and -1.0 <= xf.min() < xf.max() <= 1.0
+  np.testing.assert_allclose(images.to_signed(np.array([0, 255], np.uint8)),
+                             [-1.0, 1.0])
+  div = _fake_folder(tmp_path / 'div2k', 'div2k') / 'DIV2K_train_HR'
+  a = images.load_image_folder(div, 24, crop='random', num_crops=3, seed=5)
+  b = images.load_image_folder(div, 24, crop='random', num_crops=3, seed=5)
+  assert a.shape == (18, 24, 24, 3)
+  np.testing.assert_array_equal(a, b)          # seeded crops
+  assert not np.array_equal(a[0], a[1])        # distinct crops of one file
+  big = images.load_image_folder(div, 64, crop='center')  # upscaled first
+  assert big.shape == (6, 64, 64, 3)
+  with pytest.raises(FileNotFoundError, match='no PNG/JPEG'):
+    images.load_image_folder(tmp_path / 'absent', 32)
+
+
+def test_bicubic_degradation_keeps_constants_and_shapes():
+  x = jnp.full((2, 16, 16, 3), 0.3)
+  ramp = jnp.tile(jnp.linspace(-1, 1, 16)[None, :, None, None], (1, 1, 16, 3))
+  z = jnp.asarray(RNG.normal(size=(2, 16, 12, 3)), jnp.float32)
+
+  @jax.jit
+  def outputs(key):
+    return (oftsr.degrade(x, key, 0.0, 4, 'bicubic'),
+            oftsr.degrade(ramp, key, 0.0, 4, 'bicubic')[1],
+            oftsr.bicubic_down(z, 4),
+            jax.image.resize(z, (2, 4, 3, 3), 'bicubic', antialias=True),
+            oftsr.bicubic_up(z, 2),
+            jax.image.resize(z, (2, 32, 24, 3), 'bicubic'))
+
+  (y_lr, y), y_ramp, down, down_ref, up, up_ref = outputs(jax.random.key(0))
+  assert y_lr.shape == (2, 4, 4, 3) and y.shape == x.shape
+  np.testing.assert_allclose(y, x, atol=1e-6)
+  assert 0.0 < float(jnp.abs(y_ramp - ramp).mean()) < 0.1
+  # The matmul form is jax.image's resize.
+  np.testing.assert_allclose(down, down_ref, atol=1e-5)
+  np.testing.assert_allclose(up, up_ref, atol=1e-5)
+  with pytest.raises(ValueError, match='mode'):
+    oftsr.degrade(x, jax.random.key(0), 0.0, 4, 'lanczos')
+
+
+def test_srunet_conditions_on_y_and_applies_dropout_in_training():
+  c = oftsr_config.get_config('paper')
+  assert oftsr.attention_levels(256, c.attention_res,
+                                len(c.channel_mults)) == (4,)  # the paper's
+  c.hr_size, c.channels, c.channel_mults, c.emb_dim = 16, 8, (1,), 8
+  net = oftsr.make_net(c)
+  assert isinstance(net, oftsr.SRUNet) and net.attention_levels == (0,)
+  x = jnp.asarray(RNG.normal(size=(2, 16, 16, 3)), jnp.float32)
+  y = jnp.asarray(RNG.normal(size=(2, 16, 16, 3)), jnp.float32)
+  t = jnp.array([0.2, 0.7])
+  # rbg keys: threefry's per-initialiser kernels take 3x longer to compile.
+  params = jax.jit(net.init)(jax.random.key(0, impl='rbg'), x, y, t)
+  conv_in = params['params']['unet']['conv_in']['kernel']
+  assert conv_in.shape[-2] == 6           # concat(x, y) on channels
+  params = jax.tree.map(
+      lambda a: a + np.float32(0.1) * RNG.normal(size=a.shape).astype(
+          np.float32), params)
+
+  @jax.jit
+  def outputs(params, key):
+    return (oftsr.bind(net, params, y)(x, t),
+            oftsr.bind(net, params, -y)(x, t),
+            oftsr.bind(net, params, y, key)(x, t))
+
+  v, v_neg, v_drop = outputs(params, jax.random.key(2, impl='rbg'))
+  assert not np.allclose(v, v_neg)        # y is an input
+  assert not np.allclose(v_drop, v)       # dropout on in training
+
+
+def _tiny_paper_config(data_dir, dataset, net='resmlp'):
+  """The paper variant at 16x16 (4x SR from 4x4) with a few steps; net
+  'resmlp' keeps it seconds on CPU, 'unet' is the paper's family (a tiny
+  SRUNet whose XLA compiles alone take ~45 s on 2 CPU cores)."""
+  c = oftsr_config.get_config('paper')
+  c.dataset, c.data_dir, c.net = dataset, str(data_dir), net
+  c.hr_size, c.width, c.blocks, c.emb_dim = 16, 32, 1, 8
+  c.channels, c.channel_mults, c.attention_res = 8, (1,), (16,)
+  c.batch_size, c.teacher_steps, c.student_steps = 4, 3, 2
+  c.sigma_ps, c.knob_ts, c.teacher_eval_steps = (0.1,), (0.01, 0.99), 2
+  c.num_eval, c.eval_batch, c.crops_per_image = 2, 1, 2
+  c.steps_per_chunk, c.log_every, c.checkpoint_every = 3, 1, 0
+  return c
+
+
+def _check_folder_data(c, dataset):
+  train, test = oftsr_exp.hr_files(c)
+  assert (len(train), len(test)) == (6, 2)
+  if dataset == 'ffhq':
+    assert [f.parent.name for f in test] == ['01000'] * 2  # the last files
+  train_x, x_test = oftsr_exp.load_data(c)
+  assert train_x.shape == ((6 if dataset == 'ffhq' else 12), 16, 16, 3)
+  assert x_test.shape == (2, 16, 16, 3) and train_x.dtype == jnp.uint8
+
+
+def _check_run(summary, wd):
+  m = summary['metrics']
+  for key in ('psnr/lr_input', 'psnr/student_t0.99', 'fd/student_t0.99',
+              'psnr/teacher_sp0.1_euler2', 'psnr_vs_teacher/student_t0.99',
+              'fd/real_test'):
+    assert np.isfinite(m[key]['mean']), key
+  assert 'classifier_test_accuracy' not in m
+  assert m['psnr/lr_input']['mean'] < 30.0    # random pixels: 4x SR is hard
+  assert (wd / 'plots' / 'samples.png').exists()
+
+
+@pytest.mark.parametrize('dataset', ['ffhq', 'div2k'])
+def test_paper_variant_reads_fake_folders(tmp_path, dataset):
+  root = _fake_folder(tmp_path / dataset, dataset)
+  _check_folder_data(_tiny_paper_config(root, dataset), dataset)
+
+
+def test_paper_variant_runs_end_to_end_on_a_fake_ffhq_folder(tmp_path):
+  # The paper variant's data path (4x bicubic SR of uint8 RGB folder images,
+  # random-conv FD, batched evaluation) through the launcher's entry point.
+  c = _tiny_paper_config(_fake_folder(tmp_path / 'ffhq', 'ffhq'), 'ffhq')
+  _check_run(oftsr_exp.EXPERIMENT.execute(c, tmp_path / 'run'),
+             tmp_path / 'run')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('dataset', ['ffhq', 'div2k'])
+def test_paper_variant_with_its_unet_on_a_fake_folder(tmp_path, dataset):
+  # The paper's model family (SRUNet, dropout 0.1) end to end.
+  c = _tiny_paper_config(_fake_folder(tmp_path / dataset, dataset), dataset,
+                         net='unet')
+  _check_folder_data(c, dataset)
+  _check_run(oftsr_exp.EXPERIMENT.execute(c, tmp_path / 'run'),
+             tmp_path / 'run')
+
+
+@pytest.mark.parametrize('dataset,make', [
+    ('ffhq', None), ('ffhq', 'empty'), ('div2k', None), ('div2k', 'train')])
+def test_missing_image_folder_is_one_line_before_any_compute(
+    tmp_path, dataset, make):
+  root = tmp_path / 'data'
+  if make == 'empty':
+    root.mkdir()
+  elif make == 'train':
+    _write_pngs(root / 'DIV2K_train_HR', 1, (8, 8))
+  c = oftsr_config.get_config('paper')
+  c.dataset, c.data_dir = dataset, str(root)
+  wd = tmp_path / 'run'
+  with pytest.raises(FileNotFoundError) as e:
+    oftsr_exp.EXPERIMENT.execute(c, wd)
+  msg = str(e.value)
+  assert '\n' not in msg and not wd.exists()
+  what = 'lacks DIV2K_valid_HR images' if make == 'train' else 'has no images'
+  assert msg.startswith(f'data_dir={str(root)!r} {what}: '), msg
+  assert '--config.data_dir=' in msg
+  assert ('DIV2K_train_HR/*.png' in msg) == (dataset == 'div2k')
+  c.data_dir = ''
+  with pytest.raises(FileNotFoundError, match="^data_dir='' has no images"):
+    oftsr_exp.preflight(c)
