@@ -61,7 +61,8 @@ Toy task of the CPU reproduction (gen.md 3.4): 2x super-resolution of the
 sigma_y = 0.3), a `nets.ResMLP` backbone on the flattened concat(x, y) with
 sinusoidal time features, realism = Frechet distance in the features of the
 digits classifier of `features.py`. Data augmentation (x/y flips in the
-paper) is left out: flipping a digit changes what digit it is. The
+paper's distillation) is left out: flipping a digit changes what digit it
+is, and the photograph path keeps the same losses for comparability. The
 experiment (runner, evaluation, claims, plots) is `experiments/oftsr.py`.
 """
 
