@@ -75,10 +75,13 @@ def hr_files(c) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
     found = len(files)
   if not train or not test:
     layout, example = _LAYOUTS[c.dataset]
-    what = ('has no images' if not found else
-            f'has too few images ({found}; training needs more than '
-            f'num_eval={c.num_eval} held out)' if c.dataset == 'ffhq' else
-            f'lacks {"DIV2K_valid_HR" if train else "DIV2K_train_HR"} images')
+    if not found:
+      what = 'has no images'
+    elif c.dataset == 'ffhq':
+      what = (f'has too few images ({found}; training needs more than '
+              f'num_eval={c.num_eval} held out)')
+    else:
+      what = f'lacks {"DIV2K_valid_HR" if train else "DIV2K_train_HR"} images'
     raise FileNotFoundError(
         f"data_dir={c.data_dir!r} {what}: OFTSR's {c.dataset} data reads "
         f'{layout}; set --config.data_dir={example} (nothing is downloaded)')

@@ -344,6 +344,18 @@ def test_config_checks():
   c.knob_ts = (0.5, 0.1)
   with pytest.raises(ValueError, match='knob_ts'):
     EXPERIMENT.validate(c)
+  c = oftsr_config.get_config()
+  c.hr_size = 16
+  with pytest.raises(ValueError, match="hr_size=16 is invalid: must be 8"):
+    EXPERIMENT.validate(c)
+  c = oftsr_config.get_config('paper')
+  c.attention_res = (12,)
+  with pytest.raises(ValueError, match='attention_res.*256, 128'):
+    EXPERIMENT.validate(c)
+  c = oftsr_config.get_config('paper')
+  c.hr_size = 48           # not divisible by 2^5 for six levels
+  with pytest.raises(ValueError, match='hr_size.*2\\^5'):
+    EXPERIMENT.validate(c)
   assert isinstance(c, ml_collections.ConfigDict)
 
 
