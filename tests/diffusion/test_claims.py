@@ -65,21 +65,28 @@ def small_flow_dit():
   return model, jax.tree.map(lambda a: a[0], res.state.ema)
 
 
-def test_bwcache_fewer_block_evals_at_high_psnr_and_monotone_sweep(
+def test_bwcache_keeps_the_converged_solution_where_max_reuse_does_not(
     small_flow_dit):
-  # The paper's defaults (delta 0.15, R = 10% of T) on a rectified-flow DiT
-  # (32 wide, 4 blocks, 600 steps), Euler T = 50, 128 noises.
+  """Claim (i) in small (a 32-wide DiT, 600 steps, 128 noises), scored
+  against the converged solution (200 Heun steps), not the uncached
+  sampler: the paper's defaults (delta 0.15, R = 10% of T = 50) save >= 1.5x
+  block evaluations and stay within 15 dB of the uncached 50-step sampler's
+  PSNR; the control, one reuse window to the horizon (delta inf, R = T),
+  saves more and loses more than that (default run, flow: 33.5 vs 44.4 dB,
+  control 21.5 dB)."""
   model, params = small_flow_dit
   noise = jax.random.normal(jax.random.key(1), (128, 8, 8, 1))
-  out = bwcache.delta_sweep(model, params, noise, 50,
-                            deltas=(0.02, 0.05, 0.15, 0.3), reuse_steps=(5,))
-  rows = {r['delta']: r for r in out['rows']}
-  head = rows[0.15]
-  assert head['speedup'] >= 1.5 and head['psnr'] >= 30.0, head
-  evals = [rows[d]['block_evals'] for d in sorted(rows)]
-  psnrs = [rows[d]['psnr'] for d in sorted(rows)]
-  assert all(b <= a for a, b in zip(evals, evals[1:])), evals
-  assert all(b <= a + 0.5 for a, b in zip(psnrs, psnrs[1:])), psnrs
+  ref = bwcache.converged_reference(model, params, noise, 200)
+  assert bwcache.reference_error(model, params, noise, 200) > 60.0
+  out = bwcache.delta_sweep(model, params, noise, 50, deltas=(0.15,),
+                            reuse_steps=(5,), reference=ref)
+  head, uncached = out['rows'][0], out['reference']['psnr_ref']
+  assert head['speedup'] >= 1.5 and head['psnr_ref'] >= uncached - 15, (
+      head, uncached)
+  ctl = bwcache.make_sampler(model, 50)(params, noise, jnp.inf, 50)
+  ctl_psnr = bwcache.psnr(ctl.samples, ref)
+  assert 50 * model.depth / int(ctl.block_evals) > 1.5
+  assert ctl_psnr < uncached - 15, (ctl_psnr, uncached)
 
 
 # -- full default runs (slow) --------------------------------------------------------
