@@ -340,51 +340,25 @@ def _claim(summary, start):
   return c
 
 
+# Measured: default config at 089df0f (3 seeds, 782 s; results/guidance_wm).
 @pytest.mark.slow
-def test_default_calibration_and_guided_decoding(default_run):
-  summary, m = default_run
+@pytest.mark.parametrize('start', [
+    'Zero-bit p-values', 'Guidance (augmentation', 'Adding 1-pixel shifts',
+    'Guidance keeps the semantics', 'Under no attack',
+    'Under a 1-pixel shift attack',
+    pytest.param('Guidance costs little realism', marks=pytest.mark.xfail(
+        strict=True, reason=(
+            'FD to real digits +52% at omega 8, last 25 (bit acc 0.962); '
+            '+9% only at omega 2'))),
+])
+def test_default_claims(default_run, start):
+  c = _claim(default_run[0], start)
+  assert c['control'].endswith('(fails)'), c
+  assert c['holds'], c
+
+
+@pytest.mark.slow
+def test_default_posthoc_reference(default_run):
+  _, m = default_run
   assert m['posthoc_bit_acc/identity'] > 0.95, m
   assert m['posthoc_bit_acc/shift'] < m['posthoc_bit_acc/identity'] - 0.15, m
-  for start in ('Zero-bit p-values', 'Guidance (augmentation',
-                'Guidance keeps the semantics'):
-    c = _claim(summary, start)
-    assert c['holds'], c
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    'measured (3 seeds, omega 8): bit accuracy under a 1-px shift 0.645 with '
-    'shift augmentations vs 0.560 without (+0.085; +0.105 at omega 16)'))
-def test_default_shift_augmentation_gain(default_run):
-  c = _claim(default_run[0], 'Adding 1-pixel shifts')
-  assert c['holds'], c
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    'measured (3 seeds): FD to real digits +32.5% at omega 8 (bit acc '
-    '0.967); <= 10% only at omega <= 4 (bit acc 0.876)'))
-def test_default_fd_increase_at_most_10_percent(default_run):
-  c = _claim(default_run[0], 'Guidance costs little realism')
-  assert c['holds'], c
-
-
-def test_sweep_points_and_posthoc_at_matched_fd():
-  from experiments import guidance_wm as exp  # pylint: disable=g-import-not-at-top
-  c = gwm_config.get_config()
-  pts = exp.sweep_points(c)
-  assert len(pts) == len(set(pts))
-  # window x omega for the headline estimate, the other estimate at the
-  # headline window, the robust set over omega and the other budget once.
-  assert len(pts) == (len(c.windows) * len(c.omegas) + len(c.omegas)
-                      + len(c.omegas) + 1)
-  assert ('robust', c.headline_estimate, c.headline_omega, c.headline_window,
-          'shared') in pts
-  m = {}
-  for s, fd, acc in ((0.1, 2.0, 0.6), (0.2, 4.0, 0.8), (0.3, 8.0, 0.9)):
-    m[f'fd_real/posthoc_s{s:g}'] = np.array([fd])
-    m[f'bit_acc/posthoc_s{s:g}'] = np.array([acc])
-  c.posthoc_strengths = (0.3, 0.1, 0.2)  # order does not matter
-  assert exp.posthoc_at(m, c, 3.0) == (pytest.approx(0.7), 'inside')
-  assert exp.posthoc_at(m, c, 1.0) == (pytest.approx(0.6), 'below')
-  assert exp.posthoc_at(m, c, 9.0) == (pytest.approx(0.9), 'above')
