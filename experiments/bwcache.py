@@ -39,10 +39,11 @@ from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
 from iclrjax.diffusion import dit as dit_lib
 from iclrjax.diffusion import features
+from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
-from iclrjax.diffusion.bwcache import (_timed, converged_reference,
-                                       delta_sweep, equal_compute_steps,
-                                       make_sampler, reference_error)
+from iclrjax.diffusion.bwcache import (converged_reference, delta_sweep,
+                                       equal_compute_steps, make_sampler,
+                                       reference_error, timed)
 
 # case -> (training objective, sampler, class-conditional).
 CASES = {'flow': ('flow', 'euler', False), 'cfg': ('flow', 'euler', True),
@@ -133,7 +134,6 @@ def _scorer(clf, data_stats, labels):
 
 
 def _train_case(r, cfg, case, model, train_x, train_y):
-  from iclrjax.diffusion import flow  # pylint: disable=g-import-not-at-top
   objective, _, conditional = CASES[case]
   data = (train_x, train_y) if conditional else train_x
   tc = dict(batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
@@ -245,10 +245,10 @@ def _headline_extras(model, params, noise, cfg, sampler, cond, score, ref):
   T = cfg.headline_steps
   R = reuse_steps(cfg.headline_reuse_fraction, T)
   args = (cond['labels'], cond['guidance'])
-  _, unc = _timed(make_sampler(model, T, sampler=sampler, cache=False),
+  _, unc = timed(make_sampler(model, T, sampler=sampler, cache=False),
                   params, noise, 0.0, 0, *args, repeats=cfg.timing_repeats)
   cached_fn = make_sampler(model, T, sampler=sampler)
-  _, cac = _timed(cached_fn, params, noise, cfg.headline_delta, R, *args,
+  _, cac = timed(cached_fn, params, noise, cfg.headline_delta, R, *args,
                   repeats=cfg.timing_repeats)
   mx = cached_fn(params, noise, float('inf'), T, *args)
   out = {'wall_uncached_s': unc, 'wall_cached_s': cac,
@@ -330,10 +330,6 @@ def _plots(r, cfg, metrics, sweeps, samples) -> None:
   for case, imgs in samples.items():
     images.plot_grid(imgs, r.plots_dir / f'samples_{case}.png',
                      title=f'{case}: samples from the same noise')
-
-
-def _ci(m, key):
-  return log_lib.mean_ci95(np.asarray(m[key], float))
 
 
 def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:

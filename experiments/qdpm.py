@@ -121,7 +121,7 @@ def make_trainer(kind: str, c, train_x: jax.Array, levels: jax.Array,
                  shape: tuple[int, ...] | None = None):
   """(init, step, net) for model `kind` on train_x [N, D] (grid values).
 
-  AdamW with cosine decay, EMA of the parameters (warm-up; the step is
+  AdamW with cosine decay, bias-corrected EMA of the parameters (the step is
   `diffusion.train.make_trainer`'s); the loss is the
   model's NLL bound per example in nats (QDPM: Eq. 22 without its constant;
   VDM: its continuous-time VLB; plain VE: Eq. 19 from t_min); the metric

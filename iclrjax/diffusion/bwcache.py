@@ -382,7 +382,7 @@ def equal_compute_steps(block_evals: int, depth: int) -> int:
 psnr = images.psnr  # kept as bwcache.psnr for callers
 
 
-def _timed(fn, *args, repeats: int = 1):
+def timed(fn, *args, repeats: int = 1):
   """(output, median wall seconds over `repeats` calls after a warm-up)."""
   out = jax.block_until_ready(fn(*args))  # compile + warm up
   times = []
@@ -438,19 +438,19 @@ def delta_sweep(model: dit_lib.DiT, params: Any, x1: jax.Array,
     return out
 
   ref_fn = make_sampler(model, num_steps, sampler=sampler, cache=False)
-  ref, ref_wall = _timed(ref_fn, params, x1, 0.0, 0, *cond, repeats=repeats)
+  ref, ref_wall = timed(ref_fn, params, x1, 0.0, 0, *cond, repeats=repeats)
   cached_fn = make_sampler(model, num_steps, sampler=sampler,
                            indicator_blocks=indicator_blocks)
   uniform: dict[int, tuple[CacheResult, float]] = {}
   rows = []
   for R in reuse_steps:
     for d in deltas:
-      res, wall = _timed(cached_fn, params, x1, float(d), int(R), *cond,
+      res, wall = timed(cached_fn, params, x1, float(d), int(R), *cond,
                          repeats=repeats)
       evals = int(res.block_evals)
       steps = equal_compute_steps(evals, depth)
       if steps not in uniform:
-        uniform[steps] = _timed(
+        uniform[steps] = timed(
             make_sampler(model, steps, sampler=sampler, cache=False),
             params, x1, 0.0, 0, *cond, repeats=repeats)
       uni, uni_wall = uniform[steps]
@@ -507,4 +507,4 @@ __all__: Sequence[str] = [
     'CacheResult', 'cfg_pieces', 'converged_reference', 'delta_sweep',
     'equal_compute_steps', 'expected_computed_steps', 'guided_velocity',
     'indicator', 'make_sampler', 'psnr', 'reference_error',
-    'reference_sample', 'rel_l1', 'sample', 'sample_with_pieces']
+    'reference_sample', 'rel_l1', 'sample', 'sample_with_pieces', 'timed']

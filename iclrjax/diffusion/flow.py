@@ -23,7 +23,7 @@ x_s = alpha_s x0_hat + sigma_s eps_hat).
 
 `make_trainer(model, train_x, c)` returns (init, step) in the form of
 `core.loop` (init(key) -> state, step(state, t, train_x) -> (state,
-metrics)): AdamW, an EMA of the parameters with warm-up, minibatches from
+metrics)): AdamW, a bias-corrected EMA of the parameters, minibatches from
 `core.data.batch_indices(key, t, n, batch_size)`. The training set is the
 step's `data` argument (`r.train(init, step, data=train_x)`), so it is an
 input of the compiled loop, split over the mesh's 'data' axis, not a
@@ -244,8 +244,8 @@ def _get(c: Any, name: str, default: Any) -> Any:
 
 
 def ema_decay(d: float, t: jax.Array) -> jax.Array:
-  """Warm-up decay d_t = min(d, (1 + t) / (10 + t)) at step index t."""
-  return nets.ema_decay_warmup(jnp.asarray(t, jnp.float32), d)
+  """The bias-corrected EMA factor at step index t (`nets.ema_decay_debiased`)."""
+  return nets.ema_decay_debiased(t, d)
 
 
 def make_trainer(model, train_x: jax.Array, c: Any):

@@ -658,7 +658,7 @@ def make_gan_trainer(model: Generator, disc: Discriminators, c,
     gen_opt = jax.tree.map(lambda a, b: jnp.where(on, a, b), gen_opt,
                            state.gen_opt)
     ema = nets.ema_update(state.ema, gen, jnp.where(
-        on, nets.ema_decay_warmup(t - c.disc_warmup, c.ema_decay), 1.0))
+        on, nets.ema_decay_debiased(t - c.disc_warmup, c.ema_decay), 1.0))
     metrics = {'d_loss': d_loss, 'd_mp': d_mp, 'd_mr': d_mr,
                'g_loss': g_loss, **parts}
     return GANState(gen, gen_opt, dparams, disc_opt, ema, state.key), metrics

@@ -15,9 +15,11 @@ fold_in(key, t) and builds its own batch. The key itself never changes, so
 step t's randomness is a function of (seed, t) alone: a resumed run draws
 what an unbroken one does.
 
-EMA: ema <- d_t ema + (1 - d_t) params with d_t = `nets.ema_decay_warmup`
-(t - ema_start) from step `ema_start` on (the EMA is held at its initial
-value before it).
+EMA: ema <- d_t ema + (1 - d_t) params with d_t = `nets.ema_decay_debiased`
+(t - ema_start) from step `ema_start` on (held at its initial value before
+it): the bias-corrected EMA of `optax.ema(ema_decay, debias=True)`, each
+iterate weighted by the configured decay, so 1 / (1 - ema_decay) is the
+averaging horizon in steps (fit it to the run length).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def make_trainer(init_params: Callable[..., PyTree], loss_fn: LossFn,
     loss_fn: (params, batch, key, frozen) -> scalar loss, or (loss, aux)
       with `has_aux` (aux: a dict of scalars, logged as metrics).
     tx: the optimizer.
-    ema_decay: the EMA decay d (with `nets.ema_decay_warmup`).
+    ema_decay: the EMA decay d (bias-corrected, `nets.ema_decay_debiased`).
     batch_fn: (k_batch, t, data) -> batch, e.g. `minibatch(...)`; None: the
       loss makes its data from its key and `batch` is None.
     ema_start: the step the EMA starts at.
@@ -109,8 +111,7 @@ def make_trainer(init_params: Callable[..., PyTree], loss_fn: LossFn,
     loss, aux = out if has_aux else (out, {})
     updates, opt_state = tx.update(g, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    d = nets.ema_decay_warmup(jnp.asarray(t - ema_start, jnp.float32),
-                              ema_decay)
+    d = nets.ema_decay_debiased(t - ema_start, ema_decay)
     d = jnp.where(t >= ema_start, d, 1.0)
     ema = nets.ema_update(state.ema, params, d)
     metrics = {'loss': loss, 'grad_norm': optax.tree.norm(g),

@@ -1,9 +1,12 @@
-"""Fixtures of the diffusion tests: a fake LibriTTS folder."""
+"""Fixtures of the diffusion tests: fake LibriTTS and CIFAR-10 folders."""
 
+import io
 import pathlib
 
 import numpy as np
 import pytest
+
+from iclrjax.core import data as data_lib
 
 
 def write_libritts(root: pathlib.Path, files, sample_rate: int = 8000,
@@ -40,3 +43,43 @@ LIBRITTS_FILES = (
 def libritts_dir(tmp_path):
   write_libritts(tmp_path / 'LibriTTS', LIBRITTS_FILES)
   return tmp_path / 'LibriTTS'
+
+
+def write_cifar10(data_dir: pathlib.Path, num_train: int = 16,
+                  num_test: int = 8) -> pathlib.Path:
+  """A prepared TFDS `cifar10/3.0.2` (array_record) of random images in
+  data_dir, the layout `tfds build cifar10 --file_format=array_record`
+  writes: tfds's own Cifar10 builder (its features and version), only the
+  examples generated here (PNG bytes by PIL, so no TensorFlow is needed)."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from tensorflow_datasets.image_classification import cifar  # pylint: disable=g-import-not-at-top
+
+  def png(a):
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, format='PNG')
+    return buf.getvalue()
+
+  # OfflineBuilder first: its `code_path` works for a class defined here.
+  class FakeCifar10(data_lib.OfflineBuilder, cifar.Cifar10,
+                    skip_registration=True):
+    name = 'cifar10'
+
+    def _split_generators(self, dl_manager):
+      del dl_manager
+      return {'train': self._examples(num_train, 0),
+              'test': self._examples(num_test, 1)}
+
+    def _examples(self, n, seed):
+      rng = np.random.default_rng(seed)
+      for i in range(n):
+        yield i, {'id': f'{seed}_{i}', 'label': int(rng.integers(10)),
+                  'image': png(rng.integers(0, 256, (32, 32, 3), np.uint8))}
+
+  FakeCifar10(data_dir=str(data_dir),
+              file_format='array_record').download_and_prepare()
+  return data_dir
+
+
+@pytest.fixture(scope='session')
+def cifar10_dir(tmp_path_factory):
+  return write_cifar10(tmp_path_factory.mktemp('tfds'))

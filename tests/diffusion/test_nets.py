@@ -298,18 +298,38 @@ def test_ema_update_formula():
       jnp.bfloat16)
 
 
-def test_ema_decay_warmup_formula():
-  np.testing.assert_allclose(nets.ema_decay_warmup(0, 0.999), 0.1)
-  np.testing.assert_allclose(nets.ema_decay_warmup(90, 0.999), 0.91,
-                             rtol=1e-6)
-  np.testing.assert_allclose(nets.ema_decay_warmup(10**6, 0.999), 0.999)
-  steps = jnp.arange(0, 20000, 997)
-  got = nets.ema_decay_warmup(steps, 0.9999)
-  ref = np.minimum(0.9999, (1 + np.arange(0, 20000, 997)) /
-                   (10 + np.arange(0, 20000, 997)))
-  np.testing.assert_allclose(got, ref, rtol=1e-6)
-  crossing = math.ceil((10 * 0.999 - 1) / (1 - 0.999))
-  assert float(nets.ema_decay_warmup(crossing, 0.999)) == pytest.approx(
-      0.999)
+@pytest.mark.parametrize('decay', [0.5, 0.99, 0.999])
+def test_ema_decay_debiased_is_optax_debiased_ema(decay):
+  # Independent reference: optax.ema(decay, debias=True) on the same stream
+  # of iterates; the recursion with d_k must give its debiased output.
+  rng = np.random.default_rng(0)
+  ps = rng.normal(size=(300, 4)).astype(np.float32)
+  tx = optax.ema(decay, debias=True)
+  opt = tx.init(jnp.zeros(4))
+  ema = jnp.asarray(rng.normal(size=4), jnp.float32)   # init gets weight 0
+  for k in range(len(ps)):
+    ref, opt = tx.update(jnp.asarray(ps[k]), opt)
+    ema = nets.ema_update(ema, jnp.asarray(ps[k]),
+                          nets.ema_decay_debiased(k, decay))
+    if k in (0, 1, 5, 50, 299):
+      np.testing.assert_allclose(ema, ref, rtol=2e-4, atol=2e-5)
+  # Closed form: weights d^(k-i) (1-d) / (1-d^(k+1)).
+  k = len(ps) - 1
+  w = decay ** (k - np.arange(k + 1)) * (1 - decay) / (1 - decay ** (k + 1))
+  np.testing.assert_allclose(ema, w @ ps.astype(np.float64), rtol=2e-4,
+                             atol=2e-5)
+
+
+def test_ema_decay_debiased_formula():
+  assert float(nets.ema_decay_debiased(0, 0.999)) == 0.0
+  np.testing.assert_allclose(nets.ema_decay_debiased(1, 0.999),
+                             0.999 * (1 - 0.999) / (1 - 0.999 ** 2),
+                             rtol=1e-5)
+  # Tends to the configured decay (not held below it by a warm-up).
+  np.testing.assert_allclose(nets.ema_decay_debiased(10 ** 5, 0.999), 0.999,
+                             rtol=1e-7)
+  np.testing.assert_allclose(nets.ema_decay_debiased(3000, 0.999),
+                             0.999 * (1 - 0.999 ** 3000)
+                             / (1 - 0.999 ** 3001), rtol=1e-6)
   # Works under jit with a traced step.
-  assert jax.jit(nets.ema_decay_warmup)(jnp.int32(5), 0.99).shape == ()
+  assert jax.jit(nets.ema_decay_debiased)(jnp.int32(5), 0.99).shape == ()

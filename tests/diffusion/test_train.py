@@ -35,7 +35,7 @@ def test_step_is_sgd_on_the_minibatch_with_the_ema_by_hand():
     new, m = step(state, jnp.int32(t), data)
     grad = p - np.asarray(data)[idx].mean(0)
     p = p - lr * grad
-    dt = min(d, (1 + t) / (10 + t))
+    dt = d * (1 - d ** t) / (1 - d ** (t + 1))   # debiased EMA
     ema = dt * ema + (1 - dt) * p
     np.testing.assert_allclose(new.params['w'], p, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(new.ema['w'], ema, rtol=1e-5, atol=1e-6)
@@ -89,8 +89,13 @@ def test_ema_start_holds_the_ema_and_aux_is_logged():
     assert float(m['ema_decay']) == 1.0
     np.testing.assert_allclose(m['half'], 0.5 * m['loss'])
   state, m = step(state, jnp.int32(2))
-  d = float(nets.ema_decay_warmup(0, 0.5))
-  np.testing.assert_allclose(m['ema_decay'], d)
-  np.testing.assert_allclose(state.ema, d + (1 - d) * state.params,
+  # The first EMA update after ema_start takes the parameters (d_0 = 0),
+  # the next weights them 1 : d (the debiased EMA of the configured d).
+  np.testing.assert_allclose(m['ema_decay'], 0.0)
+  np.testing.assert_allclose(state.ema, state.params, rtol=1e-6)
+  p2 = state.params
+  state, m = step(state, jnp.int32(3))
+  np.testing.assert_allclose(m['ema_decay'], 0.5 / 1.5, rtol=1e-6)
+  np.testing.assert_allclose(state.ema, (0.5 * p2 + state.params) / 1.5,
                              rtol=1e-6)
   np.testing.assert_array_equal(state.frozen, jnp.zeros(2))
