@@ -1,5 +1,6 @@
 """BWCache (arXiv 2509.13789): block-wise caching of a diffusion transformer's
-block outputs across sampling steps, on 8x8 digits (configs/bwcache.py).
+block outputs across sampling steps, on 8x8 digits or (`paper`) CIFAR-10
+from a local TFDS folder (configs/bwcache.py).
 
   python -m experiments.bwcache
   python -m experiments.bwcache --config=configs/bwcache.py:smoke --workdir=/tmp/bwc
@@ -20,8 +21,9 @@ what no sampler keeps by construction: the converged ODE solution from the
 same noise (Heun with `reference_steps` steps for the velocity models,
 `ddim_reference_steps` DDIM steps for VP, a first-order solver that needs
 more; its own convergence, PSNR against half its steps, is recorded) and the
-data (Frechet distance in a digits classifier's feature space to the test
-split; for `cfg` also the classifier's agreement with the requested class).
+data (Frechet distance to the test split in a digits classifier's feature
+space, for `cfg` also the classifier's agreement with the requested class;
+on CIFAR-10 in the fixed random-conv features of `features`).
 Claims: gen.md 5.5 and issue 16 item 3.
 """
 
@@ -35,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iclrjax.core import config as cfg_lib
+from iclrjax.core import data as data_lib
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
 from iclrjax.diffusion import dit as dit_lib
@@ -49,12 +52,15 @@ from iclrjax.diffusion.bwcache import (converged_reference, delta_sweep,
 CASES = {'flow': ('flow', 'euler', False), 'cfg': ('flow', 'euler', True),
          'vp_eps': ('vp_eps', 'ddim', False)}
 NUM_CLASSES = 10
+# dataset -> image side (both have 10 classes).
+IMAGE_SIZE = {'digits': 8, 'cifar10': 32}
 
 
 def config_schema() -> dict[str, Any]:
   pos = cfg_lib.Float(min=0.0, min_inclusive=False)
   frac = cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False)
   return {
+      'dataset': cfg_lib.Choice(*IMAGE_SIZE),
       'cases': cfg_lib.Seq(item=cfg_lib.Choice(*CASES), min_len=1,
                            help=f'any of {tuple(CASES)}'),
       'num_steps': cfg_lib.Seq(item=cfg_lib.Int(min=2), min_len=1,
@@ -90,8 +96,9 @@ def config_schema() -> dict[str, Any]:
 def check_config(c) -> None:
   cfg_lib.check(c.width % c.heads == 0, 'heads', c.heads,
                 f'must divide width={c.width}')
-  cfg_lib.check(8 % c.patch == 0, 'patch', c.patch,
-                'must divide the 8x8 digits')
+  size = IMAGE_SIZE[c.dataset]
+  cfg_lib.check(size % c.patch == 0, 'patch', c.patch,
+                f'must divide the {size}x{size} {c.dataset} images')
   cfg_lib.check(c.headline_steps in c.num_steps, 'headline_steps',
                 c.headline_steps, f'must be one of num_steps={c.num_steps}')
   for field in ('headline_delta', 'binding_delta'):
@@ -100,6 +107,40 @@ def check_config(c) -> None:
   cfg_lib.check(c.headline_reuse_fraction in c.reuse_fractions,
                 'headline_reuse_fraction', c.headline_reuse_fraction,
                 f'must be one of reuse_fractions={c.reuse_fractions}')
+
+
+def preflight(c) -> None:
+  """One-line `core.data.DatasetNotFoundError` before any compute if
+  cifar10 is asked for but not prepared in c.data_dir (reads no records)."""
+  if c.dataset == 'cifar10':
+    data_lib.check_available('cifar10', c.data_dir or None)
+
+
+def load_data(c) -> tuple[jax.Array, jax.Array, np.ndarray]:
+  """(train images [N, H, W, C] on [-1, 1], train labels [N] int32, test
+  images): sklearn's digits, or CIFAR-10 read from c.data_dir."""
+  if c.dataset == 'digits':
+    train_x, train_y = features.digits_labeled('train')
+    test_x, _ = features.digits_labeled('test')
+  else:
+    split = lambda s: data_lib.as_numpy('cifar10', s,
+                                        data_dir=c.data_dir or None)
+    train, test = split('train'), split('test')
+    train_x = images.to_signed(np.asarray(train['image'], np.uint8))
+    train_y = np.asarray(train['label'], np.int32)
+    test_x = images.to_signed(np.asarray(test['image'], np.uint8))
+  return jnp.asarray(train_x), jnp.asarray(train_y), np.asarray(test_x)
+
+
+def featurizer(c) -> tuple[Any, Any, dict[str, np.ndarray]]:
+  """(features for FD with .features(x), a classifier with .predict(x) or
+  None, extra metrics): a digits classifier trained here, or for CIFAR-10
+  the fixed random-conv features (no classifier, no class agreement)."""
+  if c.dataset == 'digits':
+    clf = features.train_classifier(seed=c.seed)
+    return clf, clf, {'classifier_test_accuracy': np.array(
+        [clf.test_accuracy])}
+  return features.random_conv_features(0), None, {}
 
 
 def reuse_steps(fraction: float, num_steps: int) -> int:
@@ -118,14 +159,14 @@ def _key(case: str, num_steps: int, delta: float, R: int) -> str:
   return f'{_tag(case, num_steps)}_d{delta:g}_R{R}'
 
 
-def _scorer(clf, data_stats, labels):
+def _scorer(feat, clf, data_stats, labels):
   """samples -> {'fd' (to the test split), ['acc' (class agreement)]}."""
 
   def score(samples):
     out = {'fd': features.frechet_from_stats(
-        *features.gaussian_stats(np.asarray(clf.features(samples))),
+        *features.gaussian_stats(np.asarray(feat.features(samples))),
         *data_stats)}
-    if labels is not None:
+    if labels is not None and clf is not None:
       out['acc'] = float(np.mean(np.asarray(clf.predict(samples))
                                  == np.asarray(labels)))
     return out
@@ -150,15 +191,13 @@ def run(r):
   equal-budget uniform and the schedule-only samplers, scored against the
   converged ODE solution and the data (launch.Run -> launch.Result)."""
   cfg = r.config
-  train_x, train_y = (jnp.asarray(a) for a in features.digits_labeled('train'))
-  test_x, _ = features.digits_labeled('test')
-  clf = features.train_classifier(seed=cfg.seed)
-  data_stats = features.gaussian_stats(np.asarray(clf.features(test_x)))
+  train_x, train_y, test_x = load_data(cfg)
+  feat, clf, extra_metrics = featurizer(cfg)
+  data_stats = features.gaussian_stats(np.asarray(feat.features(test_x)))
   noise = jax.random.normal(jax.random.key(cfg.seed + 4242),
                             (cfg.num_samples, *train_x.shape[1:]))
   labels_all = jnp.arange(cfg.num_samples, dtype=jnp.int32) % NUM_CLASSES
-  metrics: dict[str, np.ndarray] = {
-      'classifier_test_accuracy': np.array([clf.test_accuracy])}
+  metrics: dict[str, np.ndarray] = dict(extra_metrics)
   sweeps: dict[str, Any] = {}
   samples = {}
   for case in cfg.cases:
@@ -169,7 +208,7 @@ def run(r):
     out = _train_case(r, cfg, case, model, train_x, train_y)
     labels = labels_all if conditional else None
     guidance = float(cfg.guidance) if conditional else 1.0
-    score = _scorer(clf, data_stats, labels)
+    score = _scorer(feat, clf, data_stats, labels)
     cond = dict(labels=labels, guidance=guidance)
     per_case: dict[str, list[Any]] = {}
     for s in range(cfg.num_seeds):  # Not vmapped: cond must stay a cond.
@@ -419,7 +458,7 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
 
 
 EXPERIMENT = launch.Experiment('bwcache', run, schema=config_schema(),
-                               check_fn=check_config)
+                               check_fn=check_config, preflight=preflight)
 
 if __name__ == '__main__':
   EXPERIMENT.main()

@@ -294,3 +294,44 @@ def test_converged_reference_and_sweep_scores(setup):
   assert always['sched_psnr_ref'] == pytest.approx(always['psnr_ref'])
   assert always['sched_mean'] == pytest.approx(always['mean'])
   assert {'uniform_psnr_ref', 'uniform_mean', 'mean'} <= set(always)
+
+
+# -- the paper variant: CIFAR-10 from a TFDS folder ---------------------------------------
+def _tiny_paper_config(data_dir):
+  """The paper variant's data path (32x32x3 CIFAR-10, class-conditional
+  cfg case, random-conv FD) at a few steps of a tiny DiT."""
+  from configs import bwcache as bwcache_config  # pylint: disable=g-import-not-at-top
+  c = bwcache_config.get_config('paper')
+  c.data_dir, c.num_seeds, c.cases = str(data_dir), 1, ('cfg',)
+  c.width, c.depth, c.heads, c.patch = 16, 2, 2, 8
+  c.train_steps, c.batch_size, c.steps_per_chunk, c.log_every = 2, 4, 2, 1
+  c.num_steps, c.headline_steps = (4,), 4
+  c.deltas, c.headline_delta, c.binding_delta = (0.05, 0.15), 0.15, 0.05
+  c.reference_steps, c.ddim_reference_steps = 4, 4
+  c.timing_repeats, c.num_samples, c.checkpoint_every = 1, 4, 0
+  return c
+
+
+def test_paper_variant_runs_end_to_end_on_a_fake_cifar10(cifar10_dir,
+                                                         tmp_path):
+  from experiments import bwcache as bwcache_exp  # pylint: disable=g-import-not-at-top
+  c = _tiny_paper_config(cifar10_dir)
+  train_x, train_y, test_x = bwcache_exp.load_data(c)
+  assert train_x.shape == (16, 32, 32, 3) and test_x.shape == (8, 32, 32, 3)
+  assert float(train_x.min()) >= -1 and float(train_x.max()) <= 1
+  assert train_y.dtype == jnp.int32 and int(train_y.max()) < 10
+  summary = bwcache_exp.EXPERIMENT.execute(c, tmp_path / 'run')
+  m = summary['metrics']
+  fd = [v['mean'] for k, v in m.items() if k.startswith('fd/')]
+  assert fd and np.all(np.isfinite(fd)) and min(fd) > 0
+  assert 'classifier_test_accuracy' not in m
+  assert not any(k.startswith('acc/') for k in m)   # no CIFAR classifier
+
+
+def test_paper_variant_names_a_missing_cifar10_before_any_compute(tmp_path):
+  from configs import bwcache as bwcache_config  # pylint: disable=g-import-not-at-top
+  from experiments import bwcache as bwcache_exp  # pylint: disable=g-import-not-at-top
+  from tests.conftest import assert_missing_data_stops_early  # pylint: disable=g-import-not-at-top
+  assert_missing_data_stops_early(bwcache_exp.EXPERIMENT,
+                                  bwcache_config.get_config('paper'),
+                                  tmp_path, 'cifar10')
