@@ -491,3 +491,25 @@ def test_default_claims_that_hold(dlm_default, prefix):
 def test_default_remdm_claim(dlm_default, lang):
   c = _claim(dlm_default, f'[{lang}] at K = 64')
   assert c['holds'], c
+
+
+def test_paper_variant_runs_end_to_end_at_tiny_size(tmp_path):
+  # The paper variant's own path: its extra language (exactly-k ones, k from
+  # the config), all four samplers and the NELBO gate, at a tiny size (the
+  # data are generated; there is no folder to fake).
+  from configs import dlm as dlm_config  # pylint: disable=g-import-not-at-top
+  from experiments.dlm import EXPERIMENT  # pylint: disable=g-import-not-at-top
+  c = dlm_config.get_config('paper')
+  c.languages, c.num_seeds = ('exactk',), 1
+  c.num_steps, c.headline_steps, c.gate_steps = (16,), 16, 16
+  c.width, c.heads, c.depth, c.batch_size = 16, 2, 1, 16
+  c.train_steps.exactk, c.warmup_steps = 4, 1
+  c.num_samples, c.nelbo_draws = 16, 64
+  c.steps_per_chunk, c.log_every, c.checkpoint_every = 4, 2, 0
+  summary = EXPERIMENT.execute(c, tmp_path / 'run')
+  m = summary['metrics']
+  keys = [k for k in m if 'exactk' in k]
+  assert any(k.startswith('validity/') for k in keys), sorted(m)[:20]
+  assert all(np.all(np.isfinite(m[k]['mean'])) for k in keys)
+  assert any('exactk' in c_['claim'] or 'exactly' in c_['claim']
+             for c_ in summary['claims'])
