@@ -1,5 +1,6 @@
-"""Guidance watermarking (arXiv 2503.02849?) for a rectified-flow generator of
-8x8 digits: a frozen watermark decoder guides sampling (configs/guidance_wm.py).
+"""Guidance watermarking (arXiv 2509.22126) for a rectified-flow generator of
+8x8 digits or (`paper`) CIFAR-10 from a local TFDS folder: a frozen watermark
+decoder guides sampling (configs/guidance_wm.py).
 
   python -m experiments.guidance_wm
   python -m experiments.guidance_wm --config=configs/guidance_wm.py:smoke --workdir=/tmp/gwm
@@ -22,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iclrjax.core import config as cfg_lib
+from iclrjax.core import data as data_lib
 from iclrjax.core import launch
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
@@ -43,6 +45,38 @@ class Pipeline(NamedTuple):
   dec: WMDecoder
   dec_params: Any
   white: Whitening
+
+
+DATASETS = ('digits', 'cifar10')
+
+
+def preflight(c) -> None:
+  """One-line `core.data.DatasetNotFoundError` before any compute if
+  cifar10 is asked for but not prepared in c.data_dir (reads no records)."""
+  if c.dataset == 'cifar10':
+    data_lib.check_available('cifar10', c.data_dir or None)
+
+
+def load_data(c) -> tuple[jax.Array, jax.Array, Any]:
+  """(train images, test images [N, H, W, C] on [-1, 1], the classifier's
+  data: None for digits (`features.train_classifier` reads them), else
+  (train images, train labels, test images, test labels) of CIFAR-10 read
+  from c.data_dir)."""
+  if c.dataset == 'digits':
+    return (jnp.asarray(flow.digits('train')),
+            jnp.asarray(flow.digits('test')), None)
+  split = lambda s: data_lib.as_numpy('cifar10', s,
+                                      data_dir=c.data_dir or None)
+  tr, te = split('train'), split('test')
+  x, xt = (jnp.asarray(images.to_signed(np.asarray(d['image'], np.uint8)))
+           for d in (tr, te))
+  y, yt = (np.asarray(d['label'], np.int32) for d in (tr, te))
+  return x, xt, (x, y, xt, yt)
+
+
+def _data_name(c) -> str:
+  return {'digits': 'digits', 'cifar10': 'CIFAR-10 images'}[
+      c.get('dataset', 'digits')]
 
 
 def make_generator(c) -> FlatResMLP:
@@ -117,6 +151,7 @@ def config_schema() -> dict[str, Any]:
   pos_int = cfg_lib.Int(min=1)
   augs = cfg_lib.Seq(item=cfg_lib.Choice(*AUGMENTATIONS), min_len=1)
   return {
+      'dataset': cfg_lib.Choice(*DATASETS),
       'gen_width': pos_int, 'gen_blocks': pos_int, 'gen_emb_dim': pos_int,
       'gen_train_steps': pos_int, 'gen_batch_size': pos_int,
       'gen_learning_rate': pos,
@@ -194,8 +229,8 @@ def run(r):
   from iclrjax.diffusion import features  # pylint: disable=g-import-not-at-top
   cfg = r.config
   S = cfg.num_seeds
-  train_x = jnp.asarray(flow.digits('train'))
-  test_x = jnp.asarray(flow.digits('test'))
+  train_x, test_x, clf_data = load_data(cfg)
+  shape = tuple(train_x.shape[1:])
   chunk = lambda n: min(cfg.steps_per_chunk, n)
 
   gen = make_generator(cfg)
@@ -241,7 +276,7 @@ def run(r):
   # Unguided generations (the test set of the calibration claim), and a
   # held-out set from other noise to whiten on when whiten_on='generated'.
   m_cal = cfg.num_calibration
-  x1 = jax.random.normal(k_noise, (S, m_cal, 8, 8, 1))
+  x1 = jax.random.normal(k_noise, (S, m_cal, *shape))
   secret = jax.random.bernoulli(k_msg, 0.5, (S, 1, cfg.num_bits)).astype(
       jnp.int32)
   u_secret = antipodal(jnp.broadcast_to(secret, (S, m_cal, cfg.num_bits)))
@@ -270,7 +305,8 @@ def run(r):
   p = p._replace(white=white_real if cfg.whiten_on == 'real' else white_gen)
 
   # Guided generations: per-image random messages, same noise as unguided.
-  clf = features.train_classifier(seed=cfg.seed, steps=cfg.classifier_steps)
+  clf = features.train_classifier(seed=cfg.seed, steps=cfg.classifier_steps,
+                                  data=clf_data)
   real_all = np.concatenate([np.asarray(train_x), np.asarray(test_x)])
   f_real = np.asarray(clf.features(real_all))
   n = cfg.num_guided
@@ -278,7 +314,7 @@ def run(r):
   bits = jax.random.bernoulli(jax.random.fold_in(k_msg, 1), 0.5,
                               (S, n, cfg.num_bits)).astype(jnp.int32)
   u = antipodal(bits)
-  label_plain = np.asarray(clf.predict(plain.reshape(-1, 8, 8, 1))).reshape(
+  label_plain = np.asarray(clf.predict(plain.reshape(-1, *shape))).reshape(
       S, n)
   fd_plain = np.array([features.frechet_distance(
       np.asarray(clf.features(plain[s])), f_real) for s in range(S)])
@@ -288,7 +324,7 @@ def run(r):
   samples = {'unguided': np.asarray(plain[0, :12])}
   # Control of the semantics claim: unguided samples from other noise.
   label_other = np.asarray(clf.predict(
-      x_held[:, :n].reshape(-1, 8, 8, 1))).reshape(S, n)
+      x_held[:, :n].reshape(-1, *shape))).reshape(S, n)
   metrics['label_same/other_noise'] = (label_other == label_plain).mean(1)
   fd_of = lambda x: np.array([features.frechet_distance(
       np.asarray(clf.features(x[s])), f_real) for s in range(S)])
@@ -328,7 +364,7 @@ def run(r):
         (wm_loss(phi, u) < exact_decoding_threshold(cfg.num_bits)).mean(1))
     metrics[f'detect@1e-3/{tag}'] = np.asarray(
         (p_value(c, cfg.num_bits) < 1e-3).mean(1))
-    lab = np.asarray(clf.predict(xg.reshape(-1, 8, 8, 1))).reshape(S, n)
+    lab = np.asarray(clf.predict(xg.reshape(-1, *shape))).reshape(S, n)
     metrics[f'label_same/{tag}'] = (lab == label_plain).mean(1)
     metrics[f'fd_real/{tag}'] = fd_of(xg)
     metrics[f'fd_increase/{tag}'] = metrics[f'fd_real/{tag}'] / fd_plain - 1
@@ -395,7 +431,7 @@ def _plots(r, cfg, m, pv, samples) -> None:
           [m[f'bit_acc/{t}'].mean() for t in tags], 'k^--',
           label='post-hoc encoder (strength swept)')
   a1.axvline(float(m['fd_real/unguided'].mean()), color='gray', lw=1)
-  a1.set_xlabel('Frechet distance to real digits')
+  a1.set_xlabel(f'Frechet distance to real {_data_name(cfg)}')
   a1.set_ylabel('bit accuracy (no attack)')
   a1.legend(fontsize=6)
   fig.tight_layout()
@@ -445,12 +481,12 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
              f'uniform: KS p > 0.01 on {cfg.num_calibration} samples per '
              'seed and FPR at P_FA = 1e-2 within [0.5%, 2%] (every seed).'),
       holds=calibrated(pre),
-      evidence=(f'whitened on {cfg.whiten_on} digits: KS p per seed '
+      evidence=(f'whitened on {cfg.whiten_on} {_data_name(cfg)}: KS p per seed '
                 f'{np.round(m[pre + "ks_pvalue"], 3).tolist()}; FPR@1e-2 '
                 f'{np.round(m[pre + "fpr@0.01"], 4).tolist()}; FPR@1e-3 '
                 f'{np.round(m[pre + "fpr@0.001"], 4).tolist()}'),
       control=launch.control_text(
-          f'the decoder whitened on {other} digits',
+          f'the decoder whitened on {other} {_data_name(cfg)}',
           f'KS p {np.round(m[pre_o + "ks_pvalue"], 4).tolist()}, FPR@1e-2 '
           f'{np.round(m[pre_o + "fpr@0.01"], 4).tolist()}',
           calibrated(pre_o)))]
@@ -492,7 +528,8 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
   same = m[f'label_same/{base}']
   chance = m['label_same/other_noise']
   claims.append(launch.Claim(
-      claim=('Guidance keeps the semantics: the digits classifier gives the '
+      claim=(f'Guidance keeps the semantics: the {_data_name(cfg)} '
+             'classifier gives the '
              'same label for >= 90% of samples (same noise, guided vs '
              'unguided).'),
       holds=bool(same.mean() >= 0.9),
@@ -508,7 +545,8 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
       for o in cfg.omegas)
   claims.append(launch.Claim(
       claim=('Guidance costs little realism: the Frechet distance to real '
-             'digits (classifier features) rises by <= 10% vs unguided.'),
+             f'{_data_name(cfg)} (classifier features) rises by <= 10% vs '
+             'unguided.'),
       holds=bool(fdi.mean() <= 0.10),
       evidence=(f'guided {get(f"fd_real/{base}"):.3f} vs unguided '
                 f'{get("fd_real/unguided"):.3f} ({100 * fdi.mean():+.1f}%); '
@@ -531,7 +569,8 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
     claims.append(launch.Claim(
         claim=(f'Under {attack}, guidance ({kind[tag]}, omega {w:g}, last '
                f'{W}) reads more bits than the post-hoc watermark at the same '
-               'Frechet distance to real digits (encoder strength swept).'),
+               f'Frechet distance to real {_data_name(cfg)} (encoder strength '
+               'swept).'),
         holds=bool(acc > ph and where != 'above'),
         evidence=(f'guided {acc:.3f} at FD {fd:.3f}; post-hoc at that FD '
                   f'{ph:.3f} ({where_text[where]}); '
@@ -545,7 +584,7 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
 
 
 EXPERIMENT = launch.Experiment('guidance_wm', run, schema=config_schema(),
-                               check_fn=check_config)
+                               check_fn=check_config, preflight=preflight)
 
 if __name__ == '__main__':
   EXPERIMENT.main()

@@ -95,7 +95,7 @@ def random_conv_features(seed: int = 0, channels: int = 3,
 
 
 class DigitsMLP(nn.Module):
-  """x [B, 8, 8, 1] -> (logits [B, 10], features [B, width])."""
+  """x [B, H, W, C] (flattened) -> (logits [B, 10], features [B, width])."""
   width: int = 128
   depth: int = 2
 
@@ -108,21 +108,27 @@ class DigitsMLP(nn.Module):
 
 
 class Classifier(NamedTuple):
-  """A trained digits classifier (params of `DigitsMLP(width, depth)`)."""
+  """A trained classifier (params of `DigitsMLP(width, depth)`) of images
+  with `input_dim` pixels (64: 8x8 digits); inputs of any shape [N, ...]
+  with that many values per image."""
   params: Any
   width: int
   depth: int
   test_accuracy: float
+  input_dim: int = 64
 
   @property
   def module(self) -> DigitsMLP:
     return DigitsMLP(self.width, self.depth)
 
+  def _flat(self, x: Any) -> jax.Array:
+    return jnp.asarray(x).reshape(-1, self.input_dim)
+
   def logits(self, x: jax.Array) -> jax.Array:
-    return self.module.apply(self.params, jnp.asarray(x).reshape(-1, 8, 8, 1))[0]
+    return self.module.apply(self.params, self._flat(x))[0]
 
   def features(self, x: jax.Array) -> jax.Array:
-    return self.module.apply(self.params, jnp.asarray(x).reshape(-1, 8, 8, 1))[1]
+    return self.module.apply(self.params, self._flat(x))[1]
 
   def predict(self, x: jax.Array) -> jax.Array:
     return jnp.argmax(self.logits(x), -1)
@@ -131,15 +137,22 @@ class Classifier(NamedTuple):
 def train_classifier(seed: int = 0, steps: int = 2000, width: int = 128,
                      depth: int = 2, batch_size: int = 128,
                      learning_rate: float = 1e-3, noise: float = 0.1,
-                     data_dir: str | None = None) -> Classifier:
+                     data_dir: str | None = None,
+                     data: tuple[Any, Any, Any, Any] | None = None
+                     ) -> Classifier:
   """Fits `DigitsMLP` on the digits train split (AdamW, one jitted scan).
 
   `noise` adds Gaussian pixel noise to each minibatch (std on the [-1, 1]
   scale), which keeps the features smooth on generated images. A few
-  seconds on CPU; test accuracy ~0.97.
+  seconds on CPU; test accuracy ~0.97. `data` = (train images, train
+  labels, test images, test labels) (images [N, ...] on [-1, 1], 10
+  classes) fits it on another labelled image set instead (e.g. CIFAR-10).
   """
-  x, y = digits_labeled('train', data_dir)
-  xt, yt = digits_labeled('test', data_dir)
+  if data is None:
+    x, y = digits_labeled('train', data_dir)
+    xt, yt = digits_labeled('test', data_dir)
+  else:
+    x, y, xt, yt = (jnp.asarray(a) for a in data)
   module = DigitsMLP(width, depth)
   tx = optax.adamw(learning_rate, weight_decay=1e-4)
 
@@ -168,7 +181,8 @@ def train_classifier(seed: int = 0, steps: int = 2000, width: int = 128,
     return params
 
   params = fit(jax.random.key(seed), x, y)
-  clf = Classifier(params, width, depth, 0.0)
+  clf = Classifier(params, width, depth, 0.0,
+                   int(np.prod(x.shape[1:])))
   acc = float((clf.predict(xt) == jnp.asarray(yt)).mean())
   return clf._replace(test_accuracy=acc)
 

@@ -362,3 +362,42 @@ def test_default_posthoc_reference(default_run):
   _, m = default_run
   assert m['posthoc_bit_acc/identity'] > 0.95, m
   assert m['posthoc_bit_acc/shift'] < m['posthoc_bit_acc/identity'] - 0.15, m
+
+
+# -- the paper variant: CIFAR-10 from a TFDS folder ---------------------------------------
+def test_paper_variant_runs_end_to_end_on_a_fake_cifar10(cifar10_dir,
+                                                         tmp_path):
+  # The paper variant's data path (32x32x3 images, a classifier fitted on
+  # them, M = 48 bits) at a few steps of tiny nets.
+  from configs import guidance_wm as gwm_config  # pylint: disable=g-import-not-at-top
+  from experiments import guidance_wm as gwm_exp  # pylint: disable=g-import-not-at-top
+  c = gwm_config.get_config('paper')
+  c.data_dir, c.num_seeds = str(cifar10_dir), 1
+  c.gen_width, c.gen_blocks, c.gen_emb_dim = 16, 1, 8
+  c.gen_train_steps, c.gen_batch_size = 2, 4
+  c.dec_channels, c.dec_train_steps, c.dec_batch_size = 4, 2, 4
+  c.classifier_steps, c.num_steps = 2, 4
+  c.windows, c.headline_window, c.estimates = (2,), 2, ('tweedie',)
+  c.headline_estimate, c.omegas, c.headline_omega = 'tweedie', (8.0,), 8.0
+  c.posthoc_strengths = (0.1, 0.2)
+  c.num_calibration, c.num_guided = 16, 4
+  c.steps_per_chunk, c.log_every, c.checkpoint_every = 2, 1, 0
+  train_x, test_x, clf_data = gwm_exp.load_data(c)
+  assert train_x.shape == (16, 32, 32, 3) and test_x.shape == (8, 32, 32, 3)
+  assert clf_data[1].shape == (16,) and int(clf_data[1].max()) < 10
+  summary = gwm_exp.EXPERIMENT.execute(c, tmp_path / 'run')
+  m = summary['metrics']
+  acc = m['bit_acc/unguided']['mean']
+  assert 0.0 <= acc <= 1.0
+  assert any('CIFAR-10' in cl['claim'] for cl in summary['claims'])
+  assert all(np.isfinite(v['mean']) for k, v in m.items()
+             if k.startswith(('bit_acc/', 'label_same/')))
+
+
+def test_paper_variant_names_a_missing_cifar10_before_any_compute(tmp_path):
+  from configs import guidance_wm as gwm_config  # pylint: disable=g-import-not-at-top
+  from experiments import guidance_wm as gwm_exp  # pylint: disable=g-import-not-at-top
+  from tests.conftest import assert_missing_data_stops_early  # pylint: disable=g-import-not-at-top
+  assert_missing_data_stops_early(gwm_exp.EXPERIMENT,
+                                  gwm_config.get_config('paper'), tmp_path,
+                                  'cifar10')
