@@ -19,13 +19,22 @@ and the posterior at query points Q is
   v = C k(Z_t, Q),   mean = v^T a,   var = k(Q,Q) - |v|^2
 
 i.e. mean = k^T (K_t + lam I)^{-1} y and var = k(Q,Q) - k^T (K_t + lam I)^{-1} k,
-the GP / kernel-ridge posterior. Every operation is a matrix-vector or
+the GP / kernel-ridge posterior. When the appended point is one of the last
+queries (a bandit plays one of the arms it scored), l = C k is the query's
+column of v and d^2 = var + lam, so `append(..., l=v[:, j], var=var[j])`
+skips the C k pass: a round reads C twice (C k(Z_t, Q), then l^T C). Every operation is a matrix-vector or
 matrix-matrix product: O(T^2) per append, O(T^2 m) per m queries, no
 triangular solves (which on CPU copy the [T, T] factor into LAPACK's layout
 on every call, and are slow on accelerators). Rows past t are masked, so
 shapes are static and a whole bandit loop compiles under `lax.scan`. Use
 float64 (`with jax.enable_x64(True)`); tests check the recursion against a
 full refit to 1e-6 at t = 500.
+
+`rebuild` recomputes the state exactly (one Cholesky) after the kernel or
+lam changed, e.g. hyperparameters refitted by `log_marginal_likelihood`;
+`from_data(..., lazy=True)` keeps the Cholesky factor L instead of its
+inverse for a one-shot fit and predict (triangular solves, no inverse), and
+`append` forms C from it on first use.
 """
 
 from __future__ import annotations
@@ -41,13 +50,15 @@ JointKernel = Callable[[jax.Array, jax.Array, jax.Array, jax.Array],
 
 
 class Posterior(NamedTuple):
-  C: jax.Array   # [T, T] inverse Cholesky factor of K_t + lam I (identity
-                 # past t), lower triangular
+  C: jax.Array | None  # [T, T] inverse Cholesky factor of K_t + lam I
+                       # (identity past t), lower triangular; None if lazy
   a: jax.Array   # [T] C y (0 past t)
   X: jax.Array   # [T, d] observed features
   u: jax.Array   # [T] observed tags (users / actions), int32
   y: jax.Array   # [T] observed targets
   t: jax.Array   # () number of observations, int32
+  L: jax.Array | None = None  # [T, T] Cholesky factor, kept instead of C
+                              # by `from_data(..., lazy=True)`
 
 
 def multi_user_kernel(K_users: jax.Array,
@@ -77,7 +88,7 @@ def _cross(post: Posterior, Xq: jax.Array, uq: jax.Array,
            kernel: JointKernel) -> jax.Array:
   """k(Z_t, Q) [T, m] with rows past t zeroed."""
   K = kernel(post.X, post.u, Xq.astype(post.X.dtype), uq)
-  mask = jnp.arange(post.C.shape[0]) < post.t
+  mask = jnp.arange(post.X.shape[0]) < post.t
   return jnp.where(mask[:, None], K, 0.0)
 
 
@@ -86,15 +97,33 @@ def _diag(Xq: jax.Array, uq: jax.Array, kernel: JointKernel) -> jax.Array:
                   )(Xq, uq)
 
 
+def _eager(post: Posterior) -> Posterior:
+  """The posterior with C formed (from L if it is lazy)."""
+  if post.C is not None:
+    return post
+  eye = jnp.eye(post.L.shape[0], dtype=post.L.dtype)
+  C = jax.scipy.linalg.solve_triangular(post.L, eye, lower=True)
+  return post._replace(C=C, L=None)
+
+
 def append(post: Posterior, x: jax.Array, u: jax.Array, y: jax.Array,
-           kernel: JointKernel, noise_var: float,
-           jitter: float = 1e-10) -> Posterior:
-  """Adds observation (x, u, y) in O(T^2); needs t < capacity."""
+           kernel: JointKernel, noise_var: float | jax.Array,
+           jitter: float = 1e-10, *, l: jax.Array | None = None,
+           var: jax.Array | None = None) -> Posterior:
+  """Adds observation (x, u, y) in O(T^2); needs t < capacity.
+
+  l, var: C k and the posterior variance at (x, u), when a `predict_v`
+  at this point already computed them (its column of v and its var).
+  """
+  post = _eager(post)
   x = x.astype(post.X.dtype)
-  k = _cross(post, x[None], u[None], kernel)[:, 0]
-  kzz = _diag(x[None], u[None], kernel)[0] + noise_var
-  l = post.C @ k
-  d = jnp.sqrt(jnp.maximum(kzz - l @ l, jitter))
+  if l is None:
+    k = _cross(post, x[None], u[None], kernel)[:, 0]
+    l = post.C @ k
+    d2 = _diag(x[None], u[None], kernel)[0] + noise_var - l @ l
+  else:
+    d2 = var + noise_var
+  d = jnp.sqrt(jnp.maximum(d2, jitter))
   t = post.t
   row = (-(l @ post.C) / d).at[t].set(1.0 / d)
   return Posterior(
@@ -107,36 +136,92 @@ def append(post: Posterior, x: jax.Array, u: jax.Array, y: jax.Array,
   )
 
 
+def predict_v(post: Posterior, Xq: jax.Array, uq: jax.Array,
+              kernel: JointKernel
+              ) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(mean [m], var [m], v [T, m]) at query points (Xq [m, d], uq [m]);
+  v = C k(Z_t, Q), whose column j is `append`'s l for query j."""
+  K = _cross(post, Xq, uq, kernel)
+  if post.C is None:
+    v = jax.scipy.linalg.solve_triangular(post.L, K, lower=True)
+  else:
+    v = post.C @ K
+  mean = v.T @ post.a
+  var = _diag(Xq.astype(post.X.dtype), uq, kernel) - jnp.sum(v * v, axis=0)
+  return mean, jnp.maximum(var, 0.0), v
+
+
 def predict(post: Posterior, Xq: jax.Array, uq: jax.Array,
             kernel: JointKernel) -> tuple[jax.Array, jax.Array]:
   """Posterior mean and variance [m] at query points (Xq [m, d], uq [m])."""
-  v = post.C @ _cross(post, Xq, uq, kernel)
-  mean = v.T @ post.a
-  var = _diag(Xq.astype(post.X.dtype), uq, kernel) - jnp.sum(v * v, axis=0)
-  return mean, jnp.maximum(var, 0.0)
+  return predict_v(post, Xq, uq, kernel)[:2]
+
+
+def _padded_gram(post: Posterior, kernel: JointKernel,
+                 noise_var: float | jax.Array, size: int | None) -> jax.Array:
+  """K_t + lam I in the top-left t x t block of a [size, size] identity."""
+  n = size or post.X.shape[0]
+  K = kernel(post.X[:n], post.u[:n], post.X[:n], post.u[:n])
+  m = jnp.arange(n) < post.t
+  return (jnp.where(m[:, None] & m[None, :], K, 0.0)
+          + jnp.diag(jnp.where(m, noise_var, 1.0)))
+
+
+def rebuild(post: Posterior, kernel: JointKernel,
+            noise_var: float | jax.Array, size: int | None = None
+            ) -> Posterior:
+  """The same observations under a new kernel or noise variance, exactly.
+
+  One Cholesky of the padded Gram (`size` x `size`, default the capacity;
+  pass a static `size` >= t to refit a short history cheaply).
+  """
+  n = size or post.X.shape[0]
+  L = jnp.linalg.cholesky(_padded_gram(post, kernel, noise_var, size))
+  Cn = jax.scipy.linalg.solve_triangular(L, jnp.eye(n, dtype=L.dtype),
+                                         lower=True)
+  cap = post.X.shape[0]
+  C = jnp.eye(cap, dtype=L.dtype).at[:n, :n].set(Cn)
+  y = jnp.where(jnp.arange(cap) < post.t, post.y, 0.0)
+  return post._replace(C=C, a=C @ y, L=None)
+
+
+def log_marginal_likelihood(post: Posterior, kernel: JointKernel,
+                            noise_var: float | jax.Array,
+                            size: int | None = None) -> jax.Array:
+  """log N(y_t; 0, K_t + lam I) of the t stored observations (the padding
+  adds nothing: unit diagonal, y = 0 there)."""
+  n = size or post.X.shape[0]
+  L = jnp.linalg.cholesky(_padded_gram(post, kernel, noise_var, size))
+  y = jnp.where(jnp.arange(n) < post.t, post.y[:n], 0.0)
+  alpha = jax.scipy.linalg.solve_triangular(L, y, lower=True)
+  return (-0.5 * alpha @ alpha - jnp.sum(jnp.log(jnp.diag(L)))
+          - 0.5 * post.t * jnp.log(2 * jnp.pi))
 
 
 def from_data(X: jax.Array, u: jax.Array, y: jax.Array, kernel: JointKernel,
-              noise_var: float, capacity: int | None = None) -> Posterior:
+              noise_var: float, capacity: int | None = None,
+              lazy: bool = False) -> Posterior:
   """A posterior holding (X, u, y) in a buffer of `capacity` (default n).
 
   Built in one batch (Cholesky and triangular inverse, O(n^3) in LAPACK)
-  rather than n appends; `append` then continues from it.
+  rather than n appends; `append` then continues from it. lazy: keep the
+  Cholesky factor and skip the inverse (half the O(n^3) work) for a fit
+  that is only queried; `append` forms the inverse when first called.
   """
   n, d = X.shape
   L = jnp.linalg.cholesky(kernel(X, u, X, u)
                           + noise_var * jnp.eye(n, dtype=X.dtype))
+  post = init(capacity or n, d, X.dtype)
+  post = post._replace(
+      X=post.X.at[:n].set(X), u=post.u.at[:n].set(u.astype(jnp.int32)),
+      y=post.y.at[:n].set(y), t=jnp.asarray(n, jnp.int32))
+  if lazy:
+    Lc = post.C.at[:n, :n].set(L)
+    a = jax.scipy.linalg.solve_triangular(Lc, post.y, lower=True)
+    return post._replace(C=None, L=Lc, a=a)
   C = jax.scipy.linalg.solve_triangular(L, jnp.eye(n, dtype=X.dtype),
                                         lower=True)
-  post = init(capacity or n, d, X.dtype)
-  return Posterior(
-      C=post.C.at[:n, :n].set(C),
-      a=post.a.at[:n].set(C @ y),
-      X=post.X.at[:n].set(X),
-      u=post.u.at[:n].set(u.astype(jnp.int32)),
-      y=post.y.at[:n].set(y),
-      t=jnp.asarray(n, jnp.int32),
-  )
+  return post._replace(C=post.C.at[:n, :n].set(C), a=post.a.at[:n].set(C @ y))
 
 
 def full_posterior(X: jax.Array, u: jax.Array, y: jax.Array, Xq: jax.Array,

@@ -82,3 +82,65 @@ def test_empty_posterior_is_the_prior(problem):
   prior = jax.vmap(lambda x, u: k(x[None], u[None], x[None], u[None])[0, 0])(
       p['Xq'], p['uq'])
   np.testing.assert_allclose(var, prior, rtol=1e-12)
+
+
+def test_append_from_a_queried_column_equals_append(problem):
+  """A bandit appends one of the points it just scored: l = v[:, j] and
+  d^2 = var_j + lam give the same state as a fresh append."""
+  p, k = problem, problem['kernel']
+  post = gp.from_data(p['X'][:60], p['u'][:60], p['y'][:60], k, 0.01,
+                      capacity=80)
+  _, var, v = gp.predict_v(post, p['Xq'], p['uq'], k)
+  j = 3
+  fresh = gp.append(post, p['Xq'][j], p['uq'][j], 0.7, k, 0.01)
+  reused = gp.append(post, p['Xq'][j], p['uq'][j], 0.7, k, 0.01,
+                     l=v[:, j], var=var[j])
+  for a, b in zip(fresh, reused):
+    if a is not None:
+      np.testing.assert_allclose(a, b, atol=1e-10)
+
+
+def test_rebuild_under_a_new_kernel_equals_a_refit(problem):
+  """`rebuild` with another lengthscale and noise equals from_data with
+  them, at full capacity and on a static short prefix (size >= t)."""
+  p = problem
+  k2 = gp.multi_user_kernel(
+      jnp.eye(10), functools.partial(kernels.rbf, lengthscale=0.5))
+  post = gp.from_data(p['X'][:40], p['u'][:40], p['y'][:40], p['kernel'],
+                      0.01, capacity=120)
+  want = gp.full_posterior(p['X'][:40], p['u'][:40], p['y'][:40], p['Xq'],
+                           p['uq'], k2, 0.05)
+  for size in (None, 64):
+    got = gp.predict(gp.rebuild(post, k2, 0.05, size=size), p['Xq'], p['uq'],
+                     k2)
+    np.testing.assert_allclose(got[0], want[0], atol=1e-9)
+    np.testing.assert_allclose(got[1], want[1], atol=1e-9)
+
+
+def test_log_marginal_likelihood_matches_scipy(problem):
+  import scipy.stats
+  p, k = problem, problem['kernel']
+  post = gp.from_data(p['X'][:30], p['u'][:30], p['y'][:30], k, 0.02,
+                      capacity=90)
+  K = np.asarray(k(p['X'][:30], p['u'][:30], p['X'][:30], p['u'][:30]))
+  want = scipy.stats.multivariate_normal(np.zeros(30), K + 0.02 * np.eye(30)
+                                         ).logpdf(np.asarray(p['y'][:30]))
+  for size in (None, 32):
+    got = gp.log_marginal_likelihood(post, k, 0.02, size=size)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+def test_lazy_fit_predicts_and_appends_like_the_eager_one(problem):
+  p, k = problem, problem['kernel']
+  args = (p['X'][:50], p['u'][:50], p['y'][:50], k, 0.01)
+  eager, lazy = gp.from_data(*args, capacity=60), gp.from_data(
+      *args, capacity=60, lazy=True)
+  assert lazy.C is None and lazy.L is not None
+  for a, b in zip(gp.predict(eager, p['Xq'], p['uq'], k),
+                  gp.predict(lazy, p['Xq'], p['uq'], k)):
+    np.testing.assert_allclose(a, b, atol=1e-10)
+  step = lambda s: gp.append(s, p['X'][55], p['u'][55], p['y'][55], k, 0.01)
+  e2, l2 = step(eager), step(lazy)
+  assert l2.L is None
+  np.testing.assert_allclose(e2.C, l2.C, atol=1e-9)
+  np.testing.assert_allclose(e2.a, l2.a, atol=1e-9)
