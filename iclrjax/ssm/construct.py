@@ -22,6 +22,9 @@ with h_0 = 0, so h_t = prod_{s<=t} lambda(x_s) - 1: no start token needed.
   per-position decoder emits the token (a_t, B_{t-1} = B_t xor b_t); layer 2
   rotates by lambda = exp(2 pi i (-1)^B_{t-1} a_t / 3) and tracks A_t; the
   final decoder reads (A_t, B_t).
+
+`abelian_seq_model` puts the one-layer construction into the weights of the
+trained module `dcd.SeqModel` itself (|lambda| = 1 is in its range).
 """
 
 from __future__ import annotations
@@ -78,6 +81,50 @@ def abelian_one_layer(group: groups.Group):
     return jnp.argmax(scores, -1)
 
   return weights, track
+
+
+# gelu is increasing on [-0.75, inf): decoder scores in [-1, 1] shifted by
+# this offset keep their order through the hidden layer.
+_GELU_OFFSET = 4.0
+# Output scale of the decoder: the correct class scores ~_OUT_SCALE, the
+# residual one-hot of the input token adds at most 1 to a wrong class.
+_OUT_SCALE = 10.0
+
+
+def abelian_seq_model(group: groups.Group, scan: str = 'associative'
+                      ) -> tuple[dcd.SeqModel, dict]:
+  """(model, params): the trained module `dcd.SeqModel` (1 'dcd' layer,
+  multiplicative mode) with its weights set from the character construction.
+
+  Width, state and hidden size are |G|. The embedding is one-hot; the layer
+  has W_m = 0 and c_m = 0 (|lambda| = exp(-0) = 1 exactly), phase table
+  W_p[g, k] = arg chi_k(g), h_0 = 1, so h_t = chi(y_t); the decoder's hidden
+  unit g computes (1/|G|) Re sum_k conj(chi_k(g)) h_t,k (1 at g = y_t, 0
+  elsewhere) shifted into gelu's increasing range, and the readout picks it.
+  """
+  chi = characters(group)                               # [K = |G|, |G|]
+  n = group.order
+  model = dcd.make_model('dcd', 1, n, width=n, state=n, hidden=n,
+                         init_magnitude=1.0, input_mode='multiplicative',
+                         scan=scan)
+  eye = np.eye(n, dtype=np.float32)
+  zeros = np.zeros((n, n), np.float32)
+  dec_in = np.concatenate([chi.real, chi.imag, zeros], 0) / n  # [3n, n]
+  layer = {
+      'mag': {'kernel': zeros, 'bias': np.zeros(n, np.float32)},
+      'phase': {'kernel': np.angle(chi.T).astype(np.float32),
+                'bias': np.zeros(n, np.float32)},
+      'h0_re': np.ones(n, np.float32), 'h0_im': np.zeros(n, np.float32),
+      'dec_in': {'kernel': dec_in.astype(np.float32),
+                 'bias': np.full(n, _GELU_OFFSET, np.float32)},
+      'dec_out': {'kernel': _OUT_SCALE * eye,
+                  'bias': np.full(n, -_OUT_SCALE * float(
+                      jax.nn.gelu(_GELU_OFFSET)), np.float32)},
+  }
+  params = {'params': {'embed': {'embedding': eye}, 'layer0': layer,
+                       'readout': {'kernel': eye,
+                                   'bias': np.zeros(n, np.float32)}}}
+  return model, jax.tree.map(jnp.asarray, params)
 
 
 def s3_structure(group: groups.Group) -> tuple[np.ndarray, np.ndarray,

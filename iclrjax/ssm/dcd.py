@@ -2,25 +2,43 @@
 
 One DCD layer maps inputs u_1..u_T to states
 
-  h_t = diag(lambda(u_t)) h_{t-1} + B(u_t),    lambda(u) in C^N, |lambda| < 1,
+  h_t = diag(lambda(u_t)) h_{t-1} + B(u_t),    lambda(u) in C^N, |lambda| <= 1,
 
-with |lambda(u)| = exp(-softplus(W_m u + c_m)) and arg lambda(u) = W_p u +
-c_p, and a per-position MLP decoder reads [Re h_t, Im h_t, u_t] (the
-paper's "universal decoder"; here with a residual so layers stack). The
-recurrence is a first-order linear scan, computed with
+the paper's diagonal recurrence. Here
+
+  |lambda(u)| = exp(-|W_m u + c_m|),    arg lambda(u) = W_p u + c_p,
+
+so |lambda| lies in (0, 1] and reaches 1 (the unit-modulus transitions of
+the abelian construction, lambda = chi(x)) at W_m u + c_m = 0, where
+d|lambda|/dz = -sign(z) |lambda| still has modulus 1: the gradient does not
+vanish at the unit circle (exp(-softplus(z)) would reach 1 only as z -> -inf,
+with the gradient dying on the way). W_m starts at 0, so every channel starts
+at |lambda| = init_magnitude. A per-position MLP decoder reads
+[Re h_t, Im h_t, u_t] (the paper's "universal decoder"; here with a residual
+so layers stack).
+
+Two input modes, each creating only the parameters it uses:
+  'additive'        B(u) = linear(u) (complex), h_0 = 0;
+  'multiplicative'  B = 0 and a learned initial state h_0 (init 1), so
+                    h_t = prod_{s<=t} lambda(u_s) h_0, the form of the abelian
+                    construction (no B parameters exist in this mode).
+
+The recurrence is a first-order linear scan, computed with
 `jax.lax.associative_scan` on the pairs (a, b) under
 
   (a1, b1) o (a2, b2) = (a2 a1, a2 b1 + b2)                          (S5)
 
 in O(log T) depth; `diag_scan(..., method='sequential')` is the `lax.scan`
-reference. Baselines with the same stack: an input-dependent non-negative
-real diagonal (Mamba-like: lambda in (0, 1)), an input-independent complex
-diagonal (LRU/S5-like: lambda a parameter), and a GRU.
+reference (faster on a 2-core CPU, benchmarks/ssm.py). Baselines with the
+same stack: an input-dependent non-negative real diagonal (Mamba-like:
+lambda in (0, 1]), an input-independent complex diagonal (LRU/S5-like:
+lambda a parameter), and a GRU.
 
 The paper's theorems: one DCD layer with a universal decoder tracks every
 abelian group and no non-abelian group at finite precision; k layers track a
 group iff it has a subnormal series of length <= k with abelian factors.
-`ssm.construct` builds the positive side explicitly.
+`ssm.construct` builds the positive side explicitly, as per-token tables and
+as the weights of this module (`construct.abelian_seq_model`).
 """
 
 from __future__ import annotations
@@ -33,6 +51,8 @@ import jax.numpy as jnp
 import numpy as np
 
 MODELS = ('dcd', 'real', 'lti', 'gru')
+INPUT_MODES = ('additive', 'multiplicative')
+SCANS = ('associative', 'sequential')
 
 
 def diag_scan(a: jax.Array, b: jax.Array, h0: jax.Array | None = None,
@@ -59,16 +79,30 @@ def diag_scan(a: jax.Array, b: jax.Array, h0: jax.Array | None = None,
                    f'{method!r}')
 
 
-def _logit_of_magnitude(r: float) -> float:
-  """c with exp(-softplus(c)) = r (the magnitude-bias init)."""
-  return float(np.log(np.expm1(-np.log(r))))
+def magnitude(z: jax.Array) -> jax.Array:
+  """|lambda| = exp(-|z|) in (0, 1]: 1 at z = 0, |d|lambda|/dz| = |lambda|.
+
+  At z = 0 the gradient is that of the z >= 0 branch, -1 (jnp.abs would give
+  sign(0) = 0 there: a dead gradient exactly on the unit circle).
+  """
+  return jnp.exp(-jnp.where(z >= 0, z, -z))
+
+
+def magnitude_bias(r: float) -> float:
+  """c with magnitude(c) = r, r in (0, 1] (the magnitude-bias init)."""
+  if not 0.0 < r <= 1.0:
+    raise ValueError(f'init_magnitude must lie in (0, 1], got {r}')
+  return float(-np.log(r))
 
 
 class DiagLayer(nn.Module):
   """One diagonal SSM layer + per-position MLP decoder (residual).
 
   kind: 'dcd' (input-dependent complex), 'real' (input-dependent, lambda in
-  (0, 1)), 'lti' (input-independent complex).
+  (0, 1]), 'lti' (input-independent complex). input_mode: see the module
+  docstring. Parameters: 'mag' and 'phase' (Dense for dcd/real, vectors for
+  lti; 'real' has no phase), 'b_re'/'b_im' (additive only), 'h0_re'/'h0_im'
+  (multiplicative only; no 'h0_im' for 'real'), 'dec_in', 'dec_out'.
   """
 
   kind: str
@@ -76,47 +110,52 @@ class DiagLayer(nn.Module):
   hidden: int
   init_magnitude: float = 0.98
   scan: str = 'associative'
-  # 'additive': B(u) = linear(u), h_0 = 0. 'multiplicative': B = 0 and a
-  # learned initial state h_0 (init 1), so h_t = prod_s lambda(u_s) h_0, the
-  # form of the abelian construction (lengths generalise better).
   input_mode: str = 'additive'
 
-  @nn.compact
-  def __call__(self, u: jax.Array) -> jax.Array:  # u [T, d]
-    N, d = self.state, u.shape[-1]
-    c0 = _logit_of_magnitude(self.init_magnitude)
-    mag_bias = nn.initializers.constant(c0)
+  def transitions(self, u: jax.Array) -> jax.Array:
+    """lambda(u_t) [T, N]: complex for dcd/lti, real in (0, 1] for real."""
+    N = self.state
+    mag_bias = nn.initializers.constant(magnitude_bias(self.init_magnitude))
     if self.kind in ('dcd', 'real'):
-      log_mag = -nn.softplus(nn.Dense(N, bias_init=mag_bias, name='mag')(u))
+      mag = magnitude(nn.Dense(N, kernel_init=nn.initializers.zeros,
+                               bias_init=mag_bias, name='mag')(u))
     elif self.kind == 'lti':
-      log_mag = -nn.softplus(self.param('mag', mag_bias, (N,)))
+      mag = magnitude(self.param('mag', mag_bias, (N,)))
     else:
       raise ValueError(f'kind must be dcd, real or lti, got {self.kind!r}')
     if self.kind == 'real':
-      lam = jnp.exp(log_mag)
-      b = nn.Dense(N, name='b_re')(u)
+      return jnp.broadcast_to(mag, (u.shape[0], N))
+    phase_init = nn.initializers.uniform(2 * np.pi)
+    if self.kind == 'dcd':
+      phase = nn.Dense(N, bias_init=phase_init, name='phase')(u)
     else:
-      phase_init = nn.initializers.uniform(2 * np.pi)
-      if self.kind == 'dcd':
-        phase = nn.Dense(N, bias_init=phase_init, name='phase')(u)
-      else:
-        phase = self.param('phase', phase_init, (N,))
-      lam = jnp.exp(log_mag + 1j * phase)
-      b = nn.Dense(N, name='b_re')(u) + 1j * nn.Dense(N, name='b_im')(u)
-    h0 = None
+      phase = self.param('phase', phase_init, (N,))
+    return jnp.broadcast_to(mag * jnp.exp(1j * phase), (u.shape[0], N))
+
+  def states(self, u: jax.Array) -> jax.Array:
+    """h [T, N] of the recurrence (module docstring)."""
+    lam = self.transitions(u)
+    N, real = self.state, self.kind == 'real'
+    if self.input_mode == 'additive':
+      b = nn.Dense(N, name='b_re')(u)
+      if not real:
+        b = b + 1j * nn.Dense(N, name='b_im')(u)
+      return diag_scan(lam, b, method=self.scan)
     if self.input_mode == 'multiplicative':
-      b = jnp.zeros_like(b)
       h0 = self.param('h0_re', nn.initializers.ones, (N,))
-      if self.kind != 'real':
+      if not real:
         h0 = h0 + 1j * self.param('h0_im', nn.initializers.zeros, (N,))
-    elif self.input_mode != 'additive':
-      raise ValueError(f"input_mode must be 'additive' or 'multiplicative', "
-                       f'got {self.input_mode!r}')
-    h = diag_scan(jnp.broadcast_to(lam, b.shape), b, h0, method=self.scan)
+      return diag_scan(lam, jnp.zeros_like(lam * h0), h0, method=self.scan)
+    raise ValueError(f'input_mode must be one of {INPUT_MODES}, got '
+                     f'{self.input_mode!r}')
+
+  @nn.compact
+  def __call__(self, u: jax.Array) -> jax.Array:  # u [T, d]
+    h = self.states(u)
     feats = [h.real, u] if self.kind == 'real' else [h.real, h.imag, u]
     z = nn.gelu(nn.Dense(self.hidden, name='dec_in')(jnp.concatenate(feats,
                                                                      -1)))
-    return u + nn.Dense(d, name='dec_out')(z)
+    return u + nn.Dense(u.shape[-1], name='dec_out')(z)
 
 
 class SeqModel(nn.Module):
@@ -154,11 +193,15 @@ class SeqModel(nn.Module):
 def make_model(kind: str, depth: int, order: int, width: int = 64,
                state: int = 32, hidden: int = 128,
                init_magnitude: float = 0.98,
-               input_mode: str = 'additive') -> SeqModel:
+               input_mode: str = 'additive',
+               scan: str = 'associative') -> SeqModel:
+  """The model for a group of `order` elements (tokens = classes = order)."""
   if kind not in MODELS:
     raise ValueError(f'model must be one of {MODELS}, got {kind!r}')
+  if scan not in SCANS:
+    raise ValueError(f'scan must be one of {SCANS}, got {scan!r}')
   return SeqModel(kind, depth, order, order, width, state, hidden,
-                  init_magnitude, 'associative', input_mode)
+                  init_magnitude, scan, input_mode)
 
 
 def per_position_accuracy(logits: jax.Array, y: jax.Array) -> jax.Array:
@@ -174,6 +217,7 @@ def window_accuracies(acc_T: np.ndarray, window: int = 8
           'last': float(acc_T[-window:].mean())}
 
 
-__all__: Sequence[str] = ['MODELS', 'DiagLayer', 'SeqModel', 'diag_scan',
-                          'make_model', 'per_position_accuracy',
-                          'window_accuracies']
+__all__: Sequence[str] = ['INPUT_MODES', 'MODELS', 'SCANS', 'DiagLayer',
+                          'SeqModel', 'diag_scan', 'magnitude',
+                          'magnitude_bias', 'make_model',
+                          'per_position_accuracy', 'window_accuracies']
