@@ -466,20 +466,20 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
                   f' (per seed Z6 {_seeds(z)}, S3 {_seeds(s)})'),
         control=ctrl))
 
-  if has('Z2_real1'):
-    claims.append(_negative_claim(
-        cfg, m, 'Z2_real1', 2, L, 0.6,
-        ('The input-dependent non-negative real diagonal fails Z2 parity at '
-         f'long lengths (last-{w} accuracy <= 0.6 at length {L}, every seed; '
-         'chance 0.5) although it trained (training loss below ln 2).'),
-        'Z2_dcd1' if has('Z2_dcd1') else None, 'the 1-layer DCD on Z2'))
-  if has('Z6_lti1'):
-    claims.append(_negative_claim(
-        cfg, m, 'Z6_lti1', 6, L, 0.5,
-        ('The input-independent complex diagonal fails Z6 (last-'
-         f'{w} accuracy <= 0.5 at length {L}, every seed; chance 0.167) '
-         'although it trained (training loss below ln 6).'),
-        'Z6_dcd1' if has('Z6_dcd1') else None, 'the 1-layer DCD on Z6'))
+  for tag, bound, what in (
+      ('Z2_real1', 0.6, 'The input-dependent non-negative real diagonal '
+       'fails Z2 parity'),
+      ('Z6_lti1', 0.5, 'The input-independent complex diagonal fails Z6')):
+    gname = tag.split('_')[0]
+    order = groups.make(gname).order
+    alt = f'{gname}_dcd1'
+    if has(tag):
+      claims.append(_negative_claim(
+          cfg, m, tag, order, L, bound,
+          (f'{what} at long lengths (last-{w} accuracy <= {bound} at length '
+           f'{L}, every seed; chance {1 / order:.3f}) although it trained '
+           f'(training loss below ln {order}).'),
+          alt if has(alt) else None, f'the 1-layer DCD on {gname}'))
 
   claims.extend(_gap_claim(cfg, m))
   claims.extend(_curriculum_claim(cfg, m))
