@@ -7,7 +7,11 @@ Variants:
   default (CPU, ~minutes) the calibrated pilot of ../shared/papers/stats.md:
           n=20 users, connected ER(0.2) graph, rho=0.1, 200 arms in [-1,1]^5,
           10 visible per round, T=500, noise 0.1, lam=noise^2, beta=nu=0.5,
-          regimes gp_draw (claims 1-2) and linear_gob (claim 3), 5 seeds.
+          regimes gp_draw (claims 1-2, the algorithms' rho and lengthscale
+          are the generating ones: an oracle prior), gp_draw_misspec (claim 1
+          with rho 1.0 and lengthscale 0.5 in the rewards; LK-GP-UCB keeps
+          0.1 and 1.0, LK-GP-UCB-ML fits them by type-II ML every 50 rounds)
+          and linear_gob (claim 3), 5 seeds.
   easy / medium / hard: the paper's difficulty levels (10/20/50 arms,
           50%/25%/10% visible, T=1000/3000/5000) on all three regimes.
   paper   the hard level with 10 seeds (an accelerator: the posterior
@@ -21,8 +25,10 @@ LK-GP-UCB within 1.3x of GOB.Lin.
 
 import ml_collections
 
-ALL_ALGORITHMS = ('lk_gp_ucb', 'lk_gp_ts', 'indep_gp_ucb', 'pooled_gp_ucb',
-                  'goblin', 'peruser_linucb', 'pooled_linucb')
+ALL_ALGORITHMS = ('lk_gp_ucb', 'lk_gp_ts', 'lk_gp_ucb_ml', 'indep_gp_ucb',
+                  'pooled_gp_ucb', 'goblin', 'graphucb', 'coop_kernelucb',
+                  'peruser_linucb', 'pooled_linucb', 'lk_gp_ucb_permuted',
+                  'lk_gp_ts_permuted', 'lk_gp_ucb_permuted2')
 DIFFICULTIES = {  # arms, visible fraction, horizon (the paper's levels)
     'easy': (10, 0.5, 1000),
     'medium': (20, 0.25, 3000),
@@ -50,9 +56,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.er_p = 0.2
   c.rbf_graph_lengthscale = 0.3
   c.rbf_graph_threshold = 0.2
-  c.regimes = ('gp_draw', 'linear_gob')
+  c.regimes = ('gp_draw', 'gp_draw_misspec', 'linear_gob')
   c.rho = 0.1
   c.arm_lengthscale = 1.0
+  c.misspec_rho = 1.0          # gp_draw_misspec: the algorithms keep rho,
+  c.misspec_lengthscale = 0.5  # lengthscale = 0.1, 1.0 (lk_gp_ucb_ml fits)
   c.gob_eta = 1.0
   c.num_anchors = 50
   c.noise_std = 0.1
@@ -61,7 +69,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.beta = 0.5
   c.nu = 0.5
   c.lam = None                 # None: noise_std ** 2
+  c.lam_schedule = 'spectral_ratio'
+  c.lam_ratio = 1e3            # lam_t = max(lam, lambda_max(K_t) / ratio)
+  c.exact_rounds = 50          # exact refits (and the schedule) for t < 50
   c.lengthscale = 1.0
+  c.refit_every = 50           # lk_gp_ucb_ml and coop_kernelucb refits
+  c.ml_rho_grid = (0.01, 0.0316, 0.1, 0.316, 1.0, 3.16)
+  c.ml_lengthscale_grid = (0.25, 0.5, 1.0, 2.0)
+  c.coop_y_lengthscale = 1.0
   # Loop and records.
   c.chunk_size = 50
   c.log_every = 10
@@ -78,12 +93,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.num_arms = 30
     c.visible_fraction = 0.2
     c.horizon = 40
+    c.exact_rounds = 10
+    c.refit_every = 10
+    c.ml_rho_grid = (0.1, 1.0)
+    c.ml_lengthscale_grid = (0.5, 1.0)
     c.chunk_size = 20
     c.log_every = 5
   elif variant in DIFFICULTIES or variant == 'paper':
     level = 'hard' if variant == 'paper' else variant
     c.num_arms, c.visible_fraction, c.horizon = DIFFICULTIES[level]
-    c.regimes = ('gp_draw', 'representer_draw', 'linear_gob')
+    c.regimes = ('gp_draw', 'gp_draw_misspec', 'representer_draw',
+                 'linear_gob')
+    c.refit_every = 500
     c.chunk_size = 250
     c.log_every = 50
     c.checkpoint_every = 4

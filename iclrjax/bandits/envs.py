@@ -15,6 +15,10 @@ Reward regimes (the paper's three):
   gp_draw:          F = f_u(arm) is an exact draw from GP(0, K_G (x) K_x),
                     K_G = (L + rho I)^{-1} normalised to mean diagonal 1,
                     K_x the RBF kernel on the arms;
+  gp_draw_misspec:  the same draw with other (rho, lengthscale), so that an
+                    algorithm keeping the gp_draw values has a mis-specified
+                    prior (not one of the paper's regimes: it tests how much
+                    of the gp_draw win is the oracle prior);
   representer_draw: f = sum_j alpha_j K((x_j, u_j), .) over random anchors;
   linear_gob:       f_u(x) = theta_u . x, Theta = (I + eta L)^{-1} Theta_0.
 The last two are scaled to unit standard deviation over (user, arm).
@@ -33,7 +37,7 @@ import jax.numpy as jnp
 from iclrjax import kernels
 
 GRAPHS = ('er', 'rbf')
-REGIMES = ('gp_draw', 'representer_draw', 'linear_gob')
+REGIMES = ('gp_draw', 'representer_draw', 'linear_gob', 'gp_draw_misspec')
 
 # The paper's difficulty levels: (arms in the pool, visible fraction, horizon).
 DIFFICULTIES = {
@@ -94,16 +98,28 @@ def _unit_std(F: jax.Array) -> jax.Array:
 
 def rewards(key: jax.Array, regime: jax.Array, W: jax.Array,
             arms: jax.Array, *, rho: float, arm_lengthscale: float,
-            gob_eta: float, num_anchors: int) -> jax.Array:
+            gob_eta: float, num_anchors: int, misspec_rho: float = 1.0,
+            misspec_lengthscale: float = 0.5) -> jax.Array:
   """Mean rewards F [n, M] of regime index `regime` (into REGIMES)."""
   n, M = W.shape[0], arms.shape[0]
-  K_G = kernels.normalize_mean_diag(kernels.laplacian_kernel(W, rho))
+
+  def user_cov(r):
+    return kernels.normalize_mean_diag(kernels.laplacian_kernel(W, r))
+
+  K_G = user_cov(rho)
   K_x = kernels.rbf(arms, arms, lengthscale=arm_lengthscale)
   k_gp, k_rep_a, k_rep_x, k_rep_u, k_lin = jax.random.split(key, 5)
 
-  def gp_draw():
+  def draw(K_users, K_arms):
     Z = jax.random.normal(k_gp, (n, M), dtype=arms.dtype)
-    return _chol_psd(K_G) @ Z @ _chol_psd(K_x).T
+    return _chol_psd(K_users) @ Z @ _chol_psd(K_arms).T
+
+  def gp_draw():
+    return draw(K_G, K_x)
+
+  def gp_draw_misspec():
+    return draw(user_cov(misspec_rho),
+                kernels.rbf(arms, arms, lengthscale=misspec_lengthscale))
 
   def representer_draw():
     alpha = jax.random.normal(k_rep_a, (num_anchors,), dtype=arms.dtype)
@@ -119,7 +135,8 @@ def rewards(key: jax.Array, regime: jax.Array, W: jax.Array,
     theta = jnp.linalg.solve(A, theta0)
     return _unit_std(theta @ arms.T)
 
-  return jax.lax.switch(regime, [gp_draw, representer_draw, linear_gob])
+  return jax.lax.switch(regime, [gp_draw, representer_draw, linear_gob,
+                                 gp_draw_misspec])
 
 
 class Round(NamedTuple):

@@ -1,18 +1,26 @@
 """LK-GP-UCB and LK-GP-TS (Wu & Amini, "Laplacian Kernelized Bandit",
-arXiv 2601.00461) and their baselines, as one compiled program.
+arXiv 2601.00461) and the paper's baselines, as pure functions.
 
-All algorithms are GP bandits with a multi-user kernel
-K((x,u),(x',u')) = K_G[u,u'] K_x(x,x') (paper Thm. 2.1) and differ only in
-K_G, the base kernel K_x and the acquisition rule:
+All algorithms are GP (kernel ridge) bandits with a multi-user kernel
+K((x,u),(x',u')) = K_G[u,u'] K_x(x,x') (paper Thm. 2.1) and differ in K_G,
+the base kernel K_x, the width and the acquisition rule:
 
   algorithm        K_G                          K_x     rule
   lk_gp_ucb        (L + rho I)^{-1}             RBF     UCB
   lk_gp_ts         (L + rho I)^{-1}             RBF     TS
+  lk_gp_ucb_ml     (L + rho I)^{-1}, (rho, l) refitted by type-II maximum
+                   likelihood on a grid every k rounds      RBF   UCB
   indep_gp_ucb     I (independent users)        RBF     UCB
   pooled_gp_ucb    1 1^T (one shared function)  RBF     UCB
   goblin           (I + L)^{-1} (GOB.Lin)       linear  UCB
+  graphucb         (L + rho I)^{-1}, per-user width      linear  UCB
+  coop_kernelucb   exp(-MMD^2 / tau) of the users' (x, y) samples, re-
+                   estimated every k rounds                 RBF   UCB
   peruser_linucb   I                            linear  UCB
   pooled_linucb    1 1^T                        linear  UCB
+  *_permuted       LK on the graph with its users shuffled (an ablation:
+                   the same spectrum, the wrong neighbours); *_permuted2 on a
+                   second, independent shuffle (its null control)
 
 Every K_G is normalised to mean diagonal 1 (a global scale only rescales the
 prior variance). With the posterior of `kernels.gp` (O(T^2) updates):
@@ -23,167 +31,89 @@ prior variance). With the posterior of `kernels.gp` (O(T^2) updates):
   TS:  x_t = argmax_{x in D_t} mu_{t-1}(x,u_t) + nu z_t(x) sigma_{t-1}(x,u_t),
        z_t(x) ~ N(0,1) independently per arm (as the paper states the rule).
 
-GOB.Lin (Cesa-Bianchi et al. 2013) is LinUCB in the lifted space with
-A = (I + L) (x) I_d, i.e. exactly this GP-UCB with a linear kernel and
-K_G = (I + L)^{-1}; per-user and pooled LinUCB likewise. Because the
-algorithms differ only by arrays (K_G per seed, kernel weights, beta/nu, a
-TS flag), they are a vmap axis: every (seed, reward regime, algorithm) runs
-in one compiled `lax.scan`, on the same users, visible sets and noise.
+Baselines, as their papers define them and reconstructed in this kernel form:
+- GOB.Lin (Cesa-Bianchi et al. 2013) is LinUCB in the lifted space with
+  A = (I + L) (x) I_d, i.e. this GP-UCB with a linear kernel and
+  K_G = (I + L)^{-1}; per-user and pooled LinUCB likewise.
+- GraphUCB (Yang, Toni & Dong, AISTATS 2020) estimates Theta by
+  Laplacian-regularised least squares, min sum_s (y_s - x_s.theta_{u_s})^2
+  + lam tr(Theta^T (L + eps I) Theta): the mean of a linear-kernel GP with
+  K_G = (L + eps I)^{-1} (here eps = rho). Its width uses only the user's
+  block, ||x||_{M_u^{-1}} with M_u = V_u + lam (L + eps I)_{uu} I and V_u =
+  sum_{s: u_s = u} x_s x_s^T (`graphucb_width`), not the joint posterior.
+- COOP-KernelUCB (Dubey & Pentland, ICML 2020) is KernelUCB on K_z (x) K_x
+  with the agent kernel K_z estimated from kernel mean embeddings of each
+  agent's data. Every user here sees arms from the same law, so an
+  embedding of contexts alone would make all users identical; we embed the
+  (x, y) pairs, K_z[u,v] = exp(-MMD^2(P_u, P_v) / tau) with the median
+  heuristic for tau (`coop_user_kernel`, a reconstruction).
+
+The paper's lam schedule ("spectral ratio", with exact inversion for small
+t and the O(t^2) recursion after) is not given in a form we could recover;
+`spectral_ratio_lam` is our reading: lam_t = max(lam_0, lambda_max(K_t) /
+ratio) recomputed with an exact refit each round for t < E, then frozen.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import ml_collections
-import numpy as np
 
 from iclrjax import kernels
-from iclrjax.bandits import envs
-from iclrjax.core import config as cfg_lib
-from iclrjax.core import distributed
-from iclrjax.core import launch
 from iclrjax.kernels import gp
 
 
 @dataclasses.dataclass(frozen=True)
 class Algorithm:
-  user_kernel: str   # 'laplacian' | 'gob' | 'independent' | 'pooled'
+  user_kernel: str   # 'laplacian' | 'gob' | 'independent' | 'pooled' |
+                     # 'permuted' | 'permuted2' | 'coop'
   base_kernel: str   # 'rbf' | 'linear'
   rule: str          # 'ucb' | 'ts'
+  width: str = 'joint'   # 'joint' (GP variance) | 'per_user' (GraphUCB)
+  refit: str = 'none'    # 'none' | 'ml' (grid type-II ML) | 'coop' (MMD)
 
 
 ALGORITHMS = {
     'lk_gp_ucb': Algorithm('laplacian', 'rbf', 'ucb'),
     'lk_gp_ts': Algorithm('laplacian', 'rbf', 'ts'),
+    'lk_gp_ucb_ml': Algorithm('laplacian', 'rbf', 'ucb', refit='ml'),
     'indep_gp_ucb': Algorithm('independent', 'rbf', 'ucb'),
     'pooled_gp_ucb': Algorithm('pooled', 'rbf', 'ucb'),
     'goblin': Algorithm('gob', 'linear', 'ucb'),
+    'graphucb': Algorithm('laplacian', 'linear', 'ucb', width='per_user'),
+    'coop_kernelucb': Algorithm('coop', 'rbf', 'ucb', refit='coop'),
     'peruser_linucb': Algorithm('independent', 'linear', 'ucb'),
     'pooled_linucb': Algorithm('pooled', 'linear', 'ucb'),
+    'lk_gp_ucb_permuted': Algorithm('permuted', 'rbf', 'ucb'),
+    'lk_gp_ts_permuted': Algorithm('permuted', 'rbf', 'ts'),
+    'lk_gp_ucb_permuted2': Algorithm('permuted2', 'rbf', 'ucb'),
 }
 
 
-def user_kernel(kind: str, W: jax.Array, rho: float) -> jax.Array:
-  """K_G of an algorithm, normalised to mean diagonal 1."""
+def user_kernel(kind: str, W: jax.Array, rho: float | jax.Array,
+                perm: jax.Array | None = None) -> jax.Array:
+  """K_G of an algorithm, normalised to mean diagonal 1.
+
+  'permuted' (and 'permuted2', given another `perm`) is the Laplacian
+  kernel of W with its users relabelled by `perm` (W[perm][:, perm]);
+  'coop' starts independent (no data yet).
+  """
   n = W.shape[0]
   if kind == 'laplacian':
     K = kernels.laplacian_kernel(W, rho)
+  elif kind in ('permuted', 'permuted2'):
+    K = kernels.laplacian_kernel(W[perm][:, perm], rho)
   elif kind == 'gob':
     K = kernels.laplacian_kernel(W, 1.0)  # (I + L)^{-1}
-  elif kind == 'independent':
+  elif kind in ('independent', 'coop'):
     K = jnp.eye(n, dtype=W.dtype)
   elif kind == 'pooled':
     K = jnp.ones((n, n), dtype=W.dtype)
   else:
     raise ValueError(f'unknown user kernel {kind!r}')
   return kernels.normalize_mean_diag(K)
-
-
-class State(NamedTuple):
-  arms: jax.Array        # [M, d]
-  F: jax.Array           # [R, n, M] mean rewards per regime
-  K_users: jax.Array     # [A, n, n] each algorithm's user kernel
-  post: gp.Posterior     # leading axes [R, A]
-  cum_regret: jax.Array  # [R, A]
-  round_key: jax.Array   # raw key: users, visible sets, noise
-  ts_key: jax.Array      # raw key: Thompson perturbations
-
-
-def config_schema() -> dict[str, cfg_lib.Spec]:
-  return {
-      'num_users': cfg_lib.Int(min=2),
-      'dim': cfg_lib.Int(min=1),
-      'num_arms': cfg_lib.Int(min=2),
-      'visible_fraction': cfg_lib.Float(min=0.0, max=1.0,
-                                        min_inclusive=False),
-      'horizon': cfg_lib.Int(min=1),
-      'graph': cfg_lib.Choice(*envs.GRAPHS),
-      'er_p': cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False),
-      'rbf_graph_lengthscale': cfg_lib.Float(min=0.0, min_inclusive=False),
-      'rbf_graph_threshold': cfg_lib.Float(min=0.0, max=1.0),
-      'regimes': cfg_lib.Seq(item=cfg_lib.Choice(*envs.REGIMES), min_len=1),
-      'rho': cfg_lib.Float(min=0.0, min_inclusive=False),
-      'arm_lengthscale': cfg_lib.Float(min=0.0, min_inclusive=False),
-      'gob_eta': cfg_lib.Float(min=0.0),
-      'num_anchors': cfg_lib.Int(min=1),
-      'noise_std': cfg_lib.Float(min=0.0, min_inclusive=False),
-      'algorithms': cfg_lib.Seq(item=cfg_lib.Choice(*ALGORITHMS), min_len=1),
-      'beta': cfg_lib.Float(min=0.0),
-      'nu': cfg_lib.Float(min=0.0),
-      'lam': cfg_lib.Float(min=0.0, min_inclusive=False, nullable=True,
-                           help='ridge / noise variance; None: noise_std^2'),
-      'lengthscale': cfg_lib.Float(min=0.0, min_inclusive=False,
-                                   help='RBF base-kernel lengthscale'),
-      'chunk_size': cfg_lib.Int(min=1),
-      'log_every': cfg_lib.Int(min=1),
-      'win_fraction': cfg_lib.Float(min=0.0, max=1.0),
-      'pooled_margin': cfg_lib.Float(min=0.0, max=1.0),
-      'linear_ratio': cfg_lib.Float(min=0.0, min_inclusive=False),
-  }
-
-
-def check_config(cfg: ml_collections.ConfigDict) -> None:
-  k = num_visible(cfg)
-  cfg_lib.check(1 <= k, 'visible_fraction', cfg.visible_fraction,
-                f'must leave at least one visible arm of num_arms='
-                f'{cfg.num_arms}')
-  cfg_lib.check(len(set(cfg.algorithms)) == len(cfg.algorithms), 'algorithms',
-                tuple(cfg.algorithms), 'must not repeat an algorithm')
-  cfg_lib.check(len(set(cfg.regimes)) == len(cfg.regimes), 'regimes',
-                tuple(cfg.regimes), 'must not repeat a regime')
-
-
-def num_visible(cfg) -> int:
-  return int(round(cfg.visible_fraction * cfg.num_arms))
-
-
-def noise_var(cfg) -> float:
-  return cfg.lam if cfg.lam is not None else cfg.noise_std**2
-
-
-def _algo_arrays(cfg) -> dict[str, jax.Array]:
-  algs = [ALGORITHMS[a] for a in cfg.algorithms]
-  return {
-      'w_rbf': jnp.array([a.base_kernel == 'rbf' for a in algs], jnp.float64),
-      'w_lin': jnp.array([a.base_kernel == 'linear' for a in algs],
-                         jnp.float64),
-      'coef': jnp.array([cfg.nu if a.rule == 'ts' else cfg.beta
-                         for a in algs], jnp.float64),
-      'ts': jnp.array([a.rule == 'ts' for a in algs]),
-  }
-
-
-def make_init(cfg):
-  """key -> State: environment (graph, arms, rewards) and empty posteriors."""
-  regime_ids = jnp.array([envs.REGIMES.index(r) for r in cfg.regimes])
-
-  def init(key: jax.Array) -> State:
-    k_graph, k_arms, k_rew, k_round, k_ts = jax.random.split(key, 5)
-    if cfg.graph == 'er':
-      W = envs.er_graph(k_graph, cfg.num_users, cfg.er_p)
-    else:
-      W = envs.rbf_graph(k_graph, cfg.num_users, cfg.rbf_graph_lengthscale,
-                         cfg.rbf_graph_threshold)
-    arms = jax.random.uniform(k_arms, (cfg.num_arms, cfg.dim),
-                              dtype=jnp.float64, minval=-1.0, maxval=1.0)
-    F = jax.vmap(lambda k, r: envs.rewards(
-        k, r, W, arms, rho=cfg.rho, arm_lengthscale=cfg.arm_lengthscale,
-        gob_eta=cfg.gob_eta, num_anchors=cfg.num_anchors))(
-            jax.random.split(k_rew, len(cfg.regimes)), regime_ids)
-    K_users = jnp.stack([user_kernel(ALGORITHMS[a].user_kernel, W, cfg.rho)
-                         for a in cfg.algorithms])
-    R, A = len(cfg.regimes), len(cfg.algorithms)
-    post = gp.init(cfg.horizon, cfg.dim, jnp.float64)
-    post = jax.tree.map(lambda x: jnp.broadcast_to(x, (R, A) + x.shape), post)
-    return State(arms, F, K_users, post, jnp.zeros((R, A), jnp.float64),
-                 k_round, k_ts)
-
-  return init
 
 
 def joint_kernel(K_users, w_rbf, w_lin, lengthscale) -> gp.JointKernel:
@@ -196,123 +126,81 @@ def joint_kernel(K_users, w_rbf, w_lin, lengthscale) -> gp.JointKernel:
   return gp.multi_user_kernel(K_users, base)
 
 
-def make_step(cfg):
-  """(State, t) -> (State, metrics): one round for every regime/algorithm."""
-  k_vis, lam = num_visible(cfg), noise_var(cfg)
-  algo = _algo_arrays(cfg)
-  metric_names = [[metric_name(cfg, r, a) for a in cfg.algorithms]
-                  for r in cfg.regimes]
+# -- GraphUCB's per-user width ---------------------------------------------------------
+def graphucb_width(V_u: jax.Array, penalty_uu: jax.Array, lam: jax.Array,
+                   Xq: jax.Array) -> jax.Array:
+  """sqrt(lam x^T (V_u + lam P_uu I)^{-1} x) per row of Xq [m, d].
 
-  def one_algorithm(post, K_users, w_rbf, w_lin, coef, ts, a_idx, F, arms,
-                    ctx, ts_key):
-    kernel = joint_kernel(K_users, w_rbf, w_lin, cfg.lengthscale)
-    Xq = arms[ctx.visible]
-    uq = jnp.full((k_vis,), ctx.user, jnp.int32)
-    mean, var = gp.predict(post, Xq, uq, kernel)
-    z = jnp.where(ts, jax.random.normal(jax.random.fold_in(ts_key, a_idx),
-                                        (k_vis,), jnp.float64), 1.0)
-    j = jnp.argmax(mean + coef * z * jnp.sqrt(var))
-    arm = ctx.visible[j]
-    f_user = F[ctx.user]
-    y = f_user[arm] + ctx.noise
-    post = gp.append(post, arms[arm], ctx.user, y, kernel, lam)
-    return post, jnp.max(f_user[ctx.visible]) - f_user[arm]
-
-  over_algos = jax.vmap(one_algorithm,
-                        in_axes=(0, 0, 0, 0, 0, 0, 0, None, None, None, None))
-  over_regimes = jax.vmap(over_algos, in_axes=(0,) + (None,) * 6 +
-                          (0, None, None, None))
-
-  def step(state: State, t: jax.Array):
-    ctx = envs.round_context(state.round_key, t, cfg.num_users, cfg.num_arms,
-                             k_vis, cfg.noise_std)
-    ts_key = jax.random.fold_in(state.ts_key, t)
-    post, regret = over_regimes(
-        state.post, state.K_users, algo['w_rbf'], algo['w_lin'],
-        algo['coef'], algo['ts'], jnp.arange(len(cfg.algorithms)), state.F,
-        state.arms, ctx, ts_key)
-    cum = state.cum_regret + regret
-    metrics = {metric_names[r][a]: cum[r, a]
-               for r in range(len(cfg.regimes))
-               for a in range(len(cfg.algorithms))}
-    return state._replace(post=post, cum_regret=cum), metrics
-
-  return step
+  P = K_G^{-1} is the penalty matrix (L + eps I up to the normalisation);
+  lam x^T M_u^{-1} x is the posterior variance of x.theta_u when the other
+  users' blocks are dropped from the joint precision (Yang et al. 2020).
+  """
+  d = V_u.shape[-1]
+  M = V_u + lam * penalty_uu * jnp.eye(d, dtype=V_u.dtype)
+  sol = jnp.linalg.solve(M, Xq.T)                              # [d, m]
+  return jnp.sqrt(jnp.maximum(lam * jnp.sum(Xq.T * sol, axis=0), 0.0))
 
 
-def metric_name(cfg, regime: str, algorithm: str) -> str:
-  """`cumulative_regret/<algorithm>` for the first regime, else prefixed."""
-  if regime == cfg.regimes[0]:
-    return f'cumulative_regret/{algorithm}'
-  return f'{regime}/cumulative_regret/{algorithm}'
+# -- COOP-KernelUCB's agent kernel -----------------------------------------------------
+def coop_user_kernel(post: gp.Posterior, num_users: int,
+                     lengthscale: float | jax.Array,
+                     y_lengthscale: float | jax.Array) -> jax.Array:
+  """exp(-MMD^2 / tau) between the users' empirical (x, y) laws.
+
+  With phi the feature map of k((x,y),(x',y')) = rbf(x,x') rbf(y,y'), the
+  mean embedding of user u is mu_u = mean_{s: u_s = u} phi(x_s, y_s), and
+  MMD^2(u, v) = <mu_u,mu_u> + <mu_v,mu_v> - 2 <mu_u,mu_v>, all from one
+  Gram of the stored observations. tau is the median MMD^2 over pairs of
+  users that both have data; users without data stay independent.
+  """
+  T = post.X.shape[0]
+  seen = jnp.arange(T) < post.t
+  G = (kernels.rbf(post.X, post.X, lengthscale=lengthscale)
+       * kernels.rbf(post.y[:, None], post.y[:, None],
+                     lengthscale=y_lengthscale))
+  onehot = jax.nn.one_hot(post.u, num_users, dtype=G.dtype) * seen[:, None]
+  counts = onehot.sum(0)
+  S = onehot.T @ G @ onehot                                    # [n, n]
+  E = S / jnp.maximum(counts[:, None] * counts[None, :], 1.0)
+  mmd2 = jnp.maximum(jnp.diag(E)[:, None] + jnp.diag(E)[None, :] - 2 * E, 0.)
+  has = counts > 0
+  pair = has[:, None] & has[None, :] & ~jnp.eye(num_users, dtype=bool)
+  tau = jnp.nanmedian(jnp.where(pair, mmd2, jnp.nan))
+  tau = jnp.where(jnp.isfinite(tau) & (tau > 0), tau, 1.0)
+  K = jnp.where(pair, jnp.exp(-mmd2 / tau), 0.0)
+  return K + jnp.eye(num_users, dtype=K.dtype)
 
 
-def _wins(a: np.ndarray, b: np.ndarray) -> int:
-  return int(np.sum(a < b))
+# -- hyperparameters ---------------------------------------------------------------------
+def ml_grid_fit(post: gp.Posterior, W: jax.Array, noise_var: jax.Array,
+                rho_grid: jax.Array, lengthscale_grid: jax.Array
+                ) -> tuple[jax.Array, jax.Array]:
+  """(rho, lengthscale) on the grid maximising log p(y_t | rho, l).
+
+  Type-II maximum likelihood of the LK-GP prior K_G(rho) (x) RBF(l) with
+  the noise variance fixed; one Cholesky of the stored Gram per grid point
+  (`gp.log_marginal_likelihood`), evaluated with `lax.map` to bound memory.
+  """
+  R, Ls = jnp.meshgrid(rho_grid, lengthscale_grid, indexing='ij')
+  R, Ls = R.ravel(), Ls.ravel()
+
+  def lml(p):
+    K_users = user_kernel('laplacian', W, p[0])
+    return gp.log_marginal_likelihood(
+        post, joint_kernel(K_users, 1.0, 0.0, p[1]), noise_var)
+
+  scores = jax.lax.map(lml, jnp.stack([R, Ls], axis=1))
+  i = jnp.argmax(scores)
+  return R[i], Ls[i]
 
 
-def evaluate_claims(cfg, cum: dict[str, np.ndarray]) -> list[launch.Claim]:
-  """The issue's claims on final cumulative regret per seed."""
-  S = cfg.num_seeds
-  need = math.ceil(cfg.win_fraction * S)
-  main = cfg.regimes[0]
-  claims = []
-
-  def get(regime, algo):
-    return cum.get(metric_name(cfg, regime, algo))
-
-  lk, ts = get(main, 'lk_gp_ucb'), get(main, 'lk_gp_ts')
-  rivals = ('indep_gp_ucb', 'pooled_gp_ucb', 'goblin')
-  if lk is not None and all(get(main, b) is not None for b in rivals):
-    wins = {b: _wins(lk, get(main, b)) for b in rivals}
-    pooled = get(main, 'pooled_gp_ucb')
-    gap = 1.0 - lk.mean() / pooled.mean()
-    claims.append(launch.Claim(
-        claim=(f'[{main}] LK-GP-UCB has lower cumulative regret than '
-               'independent GP-UCB, pooled GP-UCB and GOB.Lin in at least '
-               f'{need}/{S} seeds, and a mean at least '
-               f'{cfg.pooled_margin:.0%} below pooled GP-UCB.'),
-        holds=bool(all(w >= need for w in wins.values())
-                   and gap >= cfg.pooled_margin),
-        evidence=(f'LK-GP-UCB {lk.mean():.1f}; wins: ' + ', '.join(
-            f'{b} {w}/{S} ({get(main, b).mean():.1f})'
-            for b, w in wins.items()) + f'; {gap:.1%} below pooled')))
-  if ts is not None and all(get(main, b) is not None for b in rivals[:2]):
-    wins = {b: _wins(ts, get(main, b)) for b in rivals[:2]}
-    claims.append(launch.Claim(
-        claim=(f'[{main}] LK-GP-TS has lower cumulative regret than '
-               f'independent and pooled GP-UCB in at least {need}/{S} seeds.'),
-        holds=bool(all(w >= need for w in wins.values())),
-        evidence=(f'LK-GP-TS {ts.mean():.1f}; wins: ' + ', '.join(
-            f'{b} {w}/{S} ({get(main, b).mean():.1f})'
-            for b, w in wins.items()))))
-  if 'linear_gob' in cfg.regimes:
-    lk_lin, gob = get('linear_gob', 'lk_gp_ucb'), get('linear_gob', 'goblin')
-    if lk_lin is not None and gob is not None:
-      ratio = lk_lin.mean() / gob.mean()
-      claims.append(launch.Claim(
-          claim=('[linear_gob] LK-GP-UCB (RBF base kernel) is within '
-                 f'{cfg.linear_ratio}x of GOB.Lin\'s cumulative regret.'),
-          holds=bool(ratio <= cfg.linear_ratio),
-          evidence=(f'LK-GP-UCB {lk_lin.mean():.1f} vs GOB.Lin '
-                    f'{gob.mean():.1f}: ratio {ratio:.2f}')))
-  return claims
-
-
-def run(r: launch.Run) -> launch.Result:
-  """Runs every (seed, regime, algorithm) for `horizon` rounds."""
-  cfg = r.config
-  with jax.enable_x64(True):
-    out = r.train(make_init(cfg), make_step(cfg), num_steps=cfg.horizon,
-                  chunk_size=cfg.chunk_size, log_every=cfg.log_every)
-    cum_SxRxA = np.asarray(distributed.to_host(out.state.cum_regret))
-  cum = {metric_name(cfg, reg, alg): cum_SxRxA[:, i, j]
-         for i, reg in enumerate(cfg.regimes)
-         for j, alg in enumerate(cfg.algorithms)}
-  for reg in cfg.regimes:
-    keys = [metric_name(cfg, reg, a) for a in cfg.algorithms]
-    r.plot(keys, f'cumulative_regret_{reg}', labels=list(cfg.algorithms),
-           xlabel='round', ylabel='cumulative regret',
-           title=f'{reg}, {cfg.graph} graph, n={cfg.num_users}, '
-           f'{num_visible(cfg)}/{cfg.num_arms} arms visible')
-  return launch.Result(metrics=cum, claims=evaluate_claims(cfg, cum))
+def spectral_ratio_lam(post: gp.Posterior, kernel: gp.JointKernel,
+                       lam_min: jax.Array, ratio: float, size: int
+                       ) -> jax.Array:
+  """max(lam_min, lambda_max(K_t) / ratio), K_t the Gram of the first t <=
+  `size` observations: caps the condition number of K_t + lam I at
+  ratio + 1 (our reading of the paper's spectral-ratio schedule)."""
+  X, u = post.X[:size], post.u[:size]
+  m = jnp.arange(size) < post.t
+  K = jnp.where(m[:, None] & m[None, :], kernel(X, u, X, u), 0.0)
+  return jnp.maximum(lam_min, jnp.linalg.eigvalsh(K)[-1] / ratio)

@@ -1,13 +1,16 @@
 """LK-GP-UCB / TS and baselines: decisions, equivalences, claims."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
+import scipy.stats
 
 from configs import lkgp_bandit as lk_config
-from experiments.lkgp_bandit import EXPERIMENT
+from experiments import lkgp_bandit as exp
 from iclrjax import kernels
 from iclrjax.bandits import envs
 from iclrjax.bandits import lkgp
@@ -21,17 +24,23 @@ def x64():
     yield
 
 
-def test_gob_lin_kernel_form_equals_primal_linucb():
-  """GP-UCB with a linear kernel and K_G = (I + L)^{-1} is GOB.Lin.
+def _graph(n=5, seed=0, p=0.5):
+  return np.asarray(envs.er_graph(jax.random.PRNGKey(seed), n, p))
 
-  GOB.Lin works with features phi(x, u) = ((I + L)^{-1/2} e_u) (x) x and a
-  ridge regression in R^{n d}: mean phi^T M^{-1} Phi^T y and width^2
-  lam phi^T M^{-1} phi, M = Phi^T Phi + lam I.
+
+@pytest.mark.parametrize('kind', ['gob', 'laplacian'])
+def test_linear_kernel_form_equals_primal_ridge(kind):
+  """GP-UCB with a linear kernel and user kernel K_G is ridge regression in
+  R^{n d} with penalty lam theta^T (K_G^{-1} (x) I) theta: GOB.Lin for
+  K_G = (I + L)^{-1}, GraphUCB's Laplacian-regularised mean for
+  (L + rho I)^{-1}. Primal: features phi(x, u) = (K_G^{1/2} e_u) (x) x,
+  mean phi^T M^{-1} Phi^T y, width^2 lam phi^T M^{-1} phi,
+  M = Phi^T Phi + lam I.
   """
   rng = np.random.default_rng(0)
   n, d, t, lam = 5, 3, 40, 0.01
-  W = np.asarray(envs.er_graph(jax.random.PRNGKey(0), n, 0.5))
-  K_G = np.linalg.inv(np.eye(n) + np.diag(W.sum(1)) - W)
+  W = _graph(n)
+  K_G = np.asarray(lkgp.user_kernel(kind, jnp.asarray(W), 0.1))
   B = scipy.linalg.sqrtm(K_G).real
   X, u = rng.uniform(-1, 1, (t, d)), rng.integers(0, n, t)
   y = rng.normal(size=t)
@@ -52,38 +61,131 @@ def test_gob_lin_kernel_form_equals_primal_linucb():
 
 
 def test_user_kernels():
-  W = envs.er_graph(jax.random.PRNGKey(1), 6, 0.5)
+  W = jnp.asarray(_graph(6, seed=1))
   lap = lkgp.user_kernel('laplacian', W, 0.1)
   want = np.linalg.inv(np.asarray(kernels.laplacian(W)) + 0.1 * np.eye(6))
   np.testing.assert_allclose(lap, want / np.mean(np.diag(want)), rtol=1e-10)
+  perm = jnp.array([3, 0, 5, 1, 4, 2])
+  np.testing.assert_allclose(lkgp.user_kernel('permuted', W, 0.1, perm),
+                             np.asarray(lap)[perm][:, perm], rtol=1e-10)
   np.testing.assert_allclose(lkgp.user_kernel('independent', W, 0.1),
                              np.eye(6))
+  np.testing.assert_allclose(lkgp.user_kernel('coop', W, 0.1), np.eye(6))
   np.testing.assert_allclose(lkgp.user_kernel('pooled', W, 0.1),
                              np.ones((6, 6)))
   for kind in ('laplacian', 'gob', 'independent', 'pooled'):
     assert abs(np.mean(np.diag(lkgp.user_kernel(kind, W, 0.1))) - 1) < 1e-12
 
 
+def test_graphucb_width_is_the_exact_width_for_disconnected_users():
+  """With no edges the joint precision is block diagonal, so GraphUCB's
+  per-user width equals the linear-kernel GP's posterior std. On a graph
+  it inverts the user's diagonal block A_uu of the joint precision A
+  instead of taking the block of A^{-1}, and (A^{-1})_uu >= (A_uu)^{-1}
+  (Schur complement): the width is below the exact std."""
+  rng = np.random.default_rng(1)
+  n, d, t, lam = 4, 3, 30, 0.05
+  X, u = rng.uniform(-1, 1, (t, d)), rng.integers(0, n, t).astype(np.int32)
+  Xq = rng.uniform(-1, 1, (5, d))
+  for W, exact in ((np.zeros((n, n)), True), (_graph(n, 2, 0.9), False)):
+    K_G = lkgp.user_kernel('laplacian', jnp.asarray(W), 0.3)
+    P = np.linalg.inv(np.asarray(K_G))
+    kernel = lkgp.joint_kernel(K_G, 0.0, 1.0, 1.0)
+    post = gp.from_data(jnp.asarray(X), jnp.asarray(u), jnp.zeros(t), kernel,
+                        lam)
+    _, var = gp.predict(post, jnp.asarray(Xq), jnp.zeros(5, jnp.int32), kernel)
+    V0 = X[u == 0].T @ X[u == 0]
+    width = lkgp.graphucb_width(jnp.asarray(V0), P[0, 0], lam,
+                                jnp.asarray(Xq))
+    if exact:
+      np.testing.assert_allclose(width, np.sqrt(var), rtol=1e-8)
+    else:
+      assert np.all(width <= np.sqrt(var) + 1e-12)
+      assert np.max(np.sqrt(var) - width) > 1e-5
+
+
+def test_coop_user_kernel_matches_direct_mmd():
+  rng = np.random.default_rng(2)
+  n, d, t, T = 4, 2, 25, 32
+  X = rng.uniform(-1, 1, (T, d))
+  y = rng.normal(size=T)
+  u = rng.integers(0, n - 1, T).astype(np.int32)   # user 3 has no data
+  post = gp.init(T, d)._replace(X=jnp.asarray(X), y=jnp.asarray(y),
+                                u=jnp.asarray(u), t=jnp.int32(t))
+  K = np.asarray(lkgp.coop_user_kernel(post, n, 0.7, 0.5))
+  k = lambda i, j: (np.exp(-np.sum((X[i] - X[j])**2) / (2 * 0.49))
+                    * np.exp(-(y[i] - y[j])**2 / (2 * 0.25)))
+  idx = [np.flatnonzero(u[:t] == v) for v in range(n)]
+  emb = lambda a, b: np.mean([[k(i, j) for j in idx[b]] for i in idx[a]])
+  mmd2 = {(a, b): emb(a, a) + emb(b, b) - 2 * emb(a, b)
+          for a in range(3) for b in range(3) if a != b}
+  tau = np.median(list(mmd2.values()))
+  for (a, b), m in mmd2.items():
+    np.testing.assert_allclose(K[a, b], np.exp(-m / tau), rtol=1e-8)
+  np.testing.assert_allclose(np.diag(K), 1.0)
+  np.testing.assert_allclose(K[3], np.eye(n)[3])   # no data: independent
+  assert np.min(np.linalg.eigvalsh(K)) > -1e-10
+
+
+def test_ml_grid_fit_is_the_argmax_of_scipy_log_likelihoods():
+  rng = np.random.default_rng(3)
+  n, d, t = 5, 2, 60
+  W = jnp.asarray(_graph(n, 4, 0.6))
+  X = jnp.asarray(rng.uniform(-1, 1, (t, d)))
+  u = jnp.asarray(rng.integers(0, n, t), jnp.int32)
+  truth = lkgp.joint_kernel(lkgp.user_kernel('laplacian', W, 1.0), 1.0, 0.0,
+                            0.5)
+  K = np.asarray(truth(X, u, X, u)) + 0.01 * np.eye(t)
+  y = np.linalg.cholesky(K) @ rng.normal(size=t)
+  post = gp.from_data(X, u, jnp.asarray(y), truth, 0.01, capacity=64)
+  rhos, lss = np.array([0.1, 1.0, 10.0]), np.array([0.25, 0.5, 2.0])
+  scores = {}
+  for r in rhos:
+    for l in lss:
+      k = lkgp.joint_kernel(lkgp.user_kernel('laplacian', W, r), 1.0, 0.0, l)
+      scores[(r, l)] = scipy.stats.multivariate_normal(
+          np.zeros(t), np.asarray(k(X, u, X, u)) + 0.01 * np.eye(t)).logpdf(y)
+  want = max(scores, key=scores.get)
+  got = lkgp.ml_grid_fit(post, W, 0.01, jnp.asarray(rhos), jnp.asarray(lss))
+  np.testing.assert_allclose([float(got[0]), float(got[1])], want)
+
+
+def test_spectral_ratio_lam():
+  rng = np.random.default_rng(4)
+  X = jnp.asarray(rng.uniform(-1, 1, (12, 2)))
+  u = jnp.zeros(12, jnp.int32)
+  kernel = lkgp.joint_kernel(jnp.ones((1, 1)), 1.0, 0.0, 1.0)
+  post = gp.from_data(X, u, jnp.zeros(12), kernel, 0.01, capacity=20)
+  top = np.linalg.eigvalsh(np.asarray(kernel(X, u, X, u)))[-1]
+  np.testing.assert_allclose(
+      lkgp.spectral_ratio_lam(post, kernel, 1e-4, 100.0, 16), top / 100)
+  np.testing.assert_allclose(
+      lkgp.spectral_ratio_lam(post, kernel, 1.0, 100.0, 16), 1.0)
+
+
+# -- the compiled bandit loop ----------------------------------------------------------
 @pytest.fixture(scope='module')
 def smoke_run():
-  """Ten rounds of the smoke config for one seed, states after each round."""
+  """Sixteen rounds of the smoke config for one seed, states after each."""
   with jax.enable_x64(True):
     cfg = lk_config.get_config('smoke')
-    init, step = lkgp.make_init(cfg), lkgp.make_step(cfg)
+    init, step = exp.make_init(cfg), exp.make_step(cfg)
     state = init(loop.seed_keys(0, 1)[0])
     step = jax.jit(step)
     states = [state]
-    for t in range(10):
+    for t in range(16):
       state, _ = step(state, jnp.int32(t))
       states.append(state)
     return cfg, states
 
 
-def test_each_algorithm_picks_its_rules_argmax(smoke_run):
-  """The arm chosen at round t is argmax of the rule under a full refit."""
+@pytest.mark.parametrize('t', [7, 13])
+def test_each_algorithm_picks_its_rules_argmax(smoke_run, t):
+  """The arm chosen at round t is argmax of the rule under a full refit with
+  the algorithm's current K_G, lengthscale and lam (t = 7: in the exact
+  phase; t = 13: after the schedule froze lam and a refit at round 10)."""
   cfg, states = smoke_run
-  k_vis, lam = lkgp.num_visible(cfg), lkgp.noise_var(cfg)
-  t = 7
+  k_vis = exp.num_visible(cfg)
   before, after = states[t], states[t + 1]
   ctx = envs.round_context(before.round_key, t, cfg.num_users, cfg.num_arms,
                            k_vis, cfg.noise_std)
@@ -93,27 +195,76 @@ def test_each_algorithm_picks_its_rules_argmax(smoke_run):
     for a, name in enumerate(cfg.algorithms):
       algo = lkgp.ALGORITHMS[name]
       post = jax.tree.map(lambda x, r=r, a=a: x[r, a], before.post)
-      kernel = lkgp.joint_kernel(before.K_users[a],
+      lam = float(before.lam[r, a])
+      kernel = lkgp.joint_kernel(before.K_users[r, a],
                                  float(algo.base_kernel == 'rbf'),
                                  float(algo.base_kernel == 'linear'),
-                                 cfg.lengthscale)
+                                 float(before.lengthscale[r, a]))
       mean, var = gp.full_posterior(post.X[:t], post.u[:t], post.y[:t], Xq,
                                     uq, kernel, lam)
+      width = np.sqrt(np.maximum(var, 0))
+      if algo.width == 'per_user':
+        mine = np.asarray(post.u[:t]) == int(ctx.user)
+        Xu = np.asarray(post.X[:t])[mine]
+        P = np.linalg.inv(np.asarray(before.K_users[r, a]))
+        M = Xu.T @ Xu + lam * P[ctx.user, ctx.user] * np.eye(cfg.dim)
+        width = np.sqrt(lam * np.einsum('qi,iq->q', np.asarray(Xq),
+                                        np.linalg.solve(M, np.asarray(Xq).T)))
       if algo.rule == 'ucb':
-        score = mean + cfg.beta * np.sqrt(np.maximum(var, 0))
+        score = mean + cfg.beta * width
       else:
         z = jax.random.normal(jax.random.fold_in(
             jax.random.fold_in(before.ts_key, t), a), (k_vis,), jnp.float64)
-        score = mean + cfg.nu * z * np.sqrt(np.maximum(var, 0))
+        score = mean + cfg.nu * z * width
       arm = ctx.visible[int(np.argmax(score))]
-      chosen = after.post.X[r, a, t]
-      np.testing.assert_allclose(chosen, before.arms[arm], err_msg=name)
+      np.testing.assert_allclose(after.post.X[r, a, t], before.arms[arm],
+                                 err_msg=name)
       assert int(after.post.u[r, a, t]) == int(ctx.user)
       f = before.F[r, ctx.user]
       np.testing.assert_allclose(after.post.y[r, a, t], f[arm] + ctx.noise)
       regret = after.cum_regret[r, a] - before.cum_regret[r, a]
       np.testing.assert_allclose(regret, np.max(f[ctx.visible]) - f[arm])
       assert regret >= 0
+
+
+def test_schedule_refits_exactly_then_freezes_lam(smoke_run):
+  """For t < exact_rounds every posterior is the exact one under lam_t =
+  max(noise^2, lambda_max(K_t) / ratio); then lam stays fixed and the
+  recursion keeps the posterior exact."""
+  cfg, states = smoke_run
+  E = cfg.exact_rounds
+  lams = np.stack([np.asarray(s.lam) for s in states])   # [t, R, A]
+  assert np.all(lams[E:] == lams[E])                     # frozen after E
+  assert np.all(lams >= exp.noise_var(cfg) - 1e-15)
+  assert np.any(lams[E] > exp.noise_var(cfg))            # the ratio binds
+  s = states[-1]
+  a = cfg.algorithms.index('lk_gp_ucb')
+  post = jax.tree.map(lambda x: x[0, a], s.post)
+  kernel = lkgp.joint_kernel(s.K_users[0, a], 1.0, 0.0,
+                             float(s.lengthscale[0, a]))
+  t = int(post.t)
+  Xq, uq = s.arms[:7], jnp.arange(7, dtype=jnp.int32) % cfg.num_users
+  want = gp.full_posterior(post.X[:t], post.u[:t], post.y[:t], Xq, uq, kernel,
+                           float(s.lam[0, a]))
+  for g, w in zip(gp.predict(post, Xq, uq, kernel), want):
+    np.testing.assert_allclose(g, w, atol=1e-8)
+
+
+def test_refits_change_only_their_algorithms(smoke_run):
+  """At round 10 LK-GP-UCB-ML takes grid hyperparameters and COOP an MMD
+  user kernel; every other algorithm keeps its K_G and lengthscale."""
+  cfg, states = smoke_run
+  b, a = states[cfg.refit_every - 1], states[cfg.refit_every]
+  for i, name in enumerate(cfg.algorithms):
+    changed = not np.allclose(a.K_users[:, i], b.K_users[:, i])
+    refit = lkgp.ALGORITHMS[name].refit
+    assert changed == (refit != 'none') or refit == 'ml', name
+    if refit == 'ml':
+      assert set(np.asarray(a.rho[:, i])) <= set(cfg.ml_rho_grid)
+      assert set(np.asarray(a.lengthscale[:, i])) <= set(
+          cfg.ml_lengthscale_grid)
+    else:
+      np.testing.assert_array_equal(a.lengthscale[:, i], b.lengthscale[:, i])
 
 
 def test_algorithms_share_users_arms_and_noise(smoke_run):
@@ -136,35 +287,102 @@ def test_algorithms_share_users_arms_and_noise(smoke_run):
   assert np.std(noise) > 0.01  # there is noise, and it is shared
 
 
+# -- claims -------------------------------------------------------------------------------
+def _cum(cfg, means, spread=1.0):
+  """Synthetic per-seed final regrets: regime -> algorithm -> mean."""
+  S = cfg.num_seeds
+  jitter = spread * np.linspace(-1, 1, S)
+  return {exp.metric_name(cfg, reg, alg): means[reg].get(alg, 100.0) + jitter
+          for reg in cfg.regimes for alg in cfg.algorithms}
+
+
+def test_claims_hold_when_lk_wins_and_their_controls_fail():
+  cfg = lk_config.get_config()
+  good = {reg: {'lk_gp_ucb': 50.0, 'lk_gp_ts': 60.0, 'lk_gp_ucb_ml': 55.0,
+                'lk_gp_ucb_permuted': 150.0, 'lk_gp_ucb_permuted2': 150.0,
+                'lk_gp_ts_permuted': 160.0,
+                'goblin': 30.0 if reg == 'linear_gob' else 100.0}
+          for reg in cfg.regimes}
+  claims = exp.evaluate_claims(cfg, _cum(cfg, good))
+  assert len(claims) == 7
+  for c in claims:
+    if '[linear_gob]' in c.claim:
+      assert not c.holds and c.control.endswith('(fails)'), c   # 50/30 > 1.3
+    else:
+      assert c.holds and c.control.endswith('(fails)'), c
+  # The LK algorithm loses to one rival in most seeds: the claim fails.
+  bad = {reg: dict(v, graphucb=45.0) for reg, v in good.items()}
+  for c in exp.evaluate_claims(cfg, _cum(cfg, bad))[:3]:
+    assert not c.holds, c
+  # Within 15% of pooled but winning every seed: fails the margin.
+  close = {reg: dict(v, lk_gp_ucb=90.0, lk_gp_ucb_ml=90.0)
+           for reg, v in good.items()}
+  for c in exp.evaluate_claims(cfg, _cum(cfg, close, spread=0.1))[:3]:
+    assert not c.holds and '10.0% below pooled' in c.evidence, c
+  # The graph claims: a permutation no worse than the true graph fails them.
+  same = {reg: dict(v, lk_gp_ucb=150.0) for reg, v in good.items()}
+  graph = [c for c in exp.evaluate_claims(cfg, _cum(cfg, same))
+           if ', graph]' in c.claim]
+  assert len(graph) == 2 and not any(c.holds for c in graph), graph
+
+
+def test_smoke_launcher_run_records_claims_controls_and_plots(tmp_path):
+  summary = exp.EXPERIMENT.execute(lk_config.get_config('smoke'), tmp_path)
+  assert len(summary['claims']) == 7
+  for c in summary['claims']:
+    assert c['control'], c
+  m = summary['metrics']
+  assert len(m['cumulative_regret/lk_gp_ucb']['per_seed']) == 2
+  assert set(m['gp_draw_misspec/rho/lk_gp_ucb_ml']['per_seed']) <= {0.1, 1.0}
+  for name in ('cumulative_regret_gp_draw', 'cumulative_regret_linear_gob',
+               'cumulative_regret_gp_draw_misspec', 'rho_lk_gp_ucb_ml'):
+    assert (tmp_path / 'plots' / f'{name}.png').exists(), name
+
+
+# -- the default run (slow) ------------------------------------------------------------
 @pytest.fixture(scope='module')
 def default_run(tmp_path_factory):
-  """The default config: 5 seeds, T=500, gp_draw and linear_gob (~30 s)."""
   wd = tmp_path_factory.mktemp('lkgp_default')
-  return EXPERIMENT.execute(lk_config.get_config(), wd), wd
+  return exp.EXPERIMENT.execute(lk_config.get_config(), wd), wd
 
 
-def test_default_config_ucb_and_ts_claims(default_run):
-  """LK-GP-UCB beats independent, pooled GP-UCB and GOB.Lin in >= 4/5 seeds
-  and is >= 15% below pooled; LK-GP-TS beats independent and pooled GP-UCB
-  in >= 4/5 seeds (measured: 137.5 vs 252.4 / 279.5 / 338.4; TS 172.0)."""
-  summary, wd = default_run
-  ucb, ts = summary['claims'][:2]
-  assert ucb['holds'], ucb
-  assert ts['holds'], ts
-  m = {k: v['mean'] for k, v in summary['metrics'].items()}
-  assert m['cumulative_regret/lk_gp_ucb'] < 0.85 * m[
-      'cumulative_regret/pooled_gp_ucb']
-  assert (wd / 'plots' / 'cumulative_regret_gp_draw.png').exists()
-  assert (wd / 'plots' / 'cumulative_regret_linear_gob.png').exists()
+def _claim(summary, prefix):
+  hits = [c for c in summary['claims'] if c['claim'].startswith(prefix)]
+  assert len(hits) == 1, prefix
+  return hits[0]
 
 
+_PERMUTED_CONTROL_PASSES = ('[gp_draw, lk_gp_ucb]', '[gp_draw] LK-GP-TS')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('prefix', [
+    '[gp_draw, lk_gp_ucb]', '[gp_draw] LK-GP-TS',
+    '[gp_draw_misspec, lk_gp_ucb]', '[gp_draw_misspec, lk_gp_ucb_ml]',
+    '[gp_draw, graph]', '[gp_draw_misspec, graph]'])
+def test_default_run_claims(default_run, prefix):
+  c = _claim(default_run[0], prefix)
+  assert c['holds'], c
+  if prefix not in _PERMUTED_CONTROL_PASSES:   # see the xfail below
+    assert c['control'].endswith('(fails)'), c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason='PERMUTED_REASON')
+@pytest.mark.parametrize('prefix', _PERMUTED_CONTROL_PASSES)
+def test_gp_draw_permuted_controls_fail(default_run, prefix):
+  c = _claim(default_run[0], prefix)
+  assert c['control'].endswith('(fails)'), c
+
+
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    'Does not reproduce at our scale: on linear_gob rewards (default config, '
-    'T=500, 5 seeds) LK-GP-UCB with an RBF base kernel (l=1) has 2.13x the '
-    'cumulative regret of GOB.Lin (96.0 vs 45.0); l=2 or 4 gives 1.46x, '
-    'rho=1 2.26x, and the easy level (10 arms, T=1000) 2.05x (69.7 vs '
-    '34.0). GOB.Lin is the well-specified model there.'))
-def test_default_config_linear_gob_claim(default_run):
-  summary, _ = default_run
-  (lin,) = [c for c in summary['claims'] if '[linear_gob]' in c['claim']]
-  assert lin['holds'], lin
+    'Does not reproduce at our scale: on linear_gob rewards (default config '
+    'before issue 17, T=500, 5 seeds) LK-GP-UCB with an RBF base kernel '
+    '(l=1) has 2.13x the cumulative regret of GOB.Lin (96.0 vs 45.0); l=2 or '
+    '4 gives 1.46x, rho=1 2.26x, and the easy level (10 arms, T=1000) 2.05x '
+    '(69.7 vs 34.0). GOB.Lin is the well-specified model there.'))
+def test_default_run_linear_gob_claim(default_run):
+  c = _claim(default_run[0], '[linear_gob]')
+  assert c['control'].endswith('(fails)'), c
+  assert c['holds'], c
