@@ -101,6 +101,7 @@ from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import nets
+from iclrjax.diffusion import train as train_lib
 
 Phi = Callable[[jax.Array], jax.Array]          # images [B, H, W, C] -> [B, M]
 Velocity = Callable[[jax.Array, jax.Array], jax.Array]
@@ -309,14 +310,10 @@ class WMDecoder(nn.Module):
     return nn.Dense(self.num_bits, name='out')(h.reshape(h.shape[0], -1))
 
 
-class DecoderState(NamedTuple):
-  params: Any        # {'encoder': ..., 'decoder': ...}
-  opt_state: Any
-  key: jax.Array
-
-
 def make_decoder_trainer(train_x: jax.Array, c: Any):
-  """(init, step) for the post-hoc watermark (`core.loop` form).
+  """(init, step) for the post-hoc watermark (`core.loop` form), on the
+  shared diffusion train step (`train.make_trainer`; no EMA: decay 0, so
+  the state's `ema` is the parameters).
 
   Loss per minibatch of cover images x and random bits m:
   BCE(D(A(E(x, m))), m) + image_weight mean (E(x, m) - x)^2, where A is the
@@ -336,17 +333,24 @@ def make_decoder_trainer(train_x: jax.Array, c: Any):
                       jax.dtypes.canonicalize_dtype(train_x.dtype))
   enc = WMEncoder(c.dec_channels, c.enc_strength)
   dec = WMDecoder(c.num_bits, c.dec_channels)
-  tx = optax.adam(c.dec_learning_rate)
   b, m = c.dec_batch_size, c.num_bits
 
-  def init(key):
-    k_e, k_d, k_run = jax.random.split(key, 3)
+  def init_params(key):
+    k_e, k_d = jax.random.split(key)
     bits = jnp.zeros((1, m), jnp.int32)
-    params = {'encoder': enc.init(k_e, example, bits),
-              'decoder': dec.init(k_d, example)}
-    return DecoderState(params, tx.init(params), k_run)
+    return {'encoder': enc.init(k_e, example, bits),
+            'decoder': dec.init(k_d, example)}
 
-  def loss_fn(params, x, bits, key):
+  def batch_fn(key, t, train_x):
+    k_idx, k_bits = jax.random.split(key)
+    idx = data_lib.batch_indices(k_idx, t, n, b)
+    bits = jax.random.bernoulli(jax.random.fold_in(k_bits, t), 0.5,
+                                (b, m)).astype(jnp.int32)
+    return distributed.shard_batch((train_x[idx], bits))
+
+  def loss_fn(params, batch, key, frozen):
+    del frozen
+    x, bits = batch
     k_noise, k_pick = jax.random.split(key)
     xw = enc.apply(params['encoder'], x, bits)
     noisy = xw + c.dec_noise_std * jax.random.normal(k_noise, xw.shape)
@@ -358,17 +362,9 @@ def make_decoder_trainer(train_x: jax.Array, c: Any):
     return bce + c.dec_image_weight * mse, {'bce': bce, 'mse': mse,
                                              'bit_acc': acc}
 
-  def step(state: DecoderState, t, train_x):
-    k_bits, k_aug = jax.random.split(jax.random.fold_in(state.key, t))
-    idx = data_lib.batch_indices(state.key, t, n, b)
-    bits = jax.random.bernoulli(k_bits, 0.5, (b, m)).astype(jnp.int32)
-    x, bits = distributed.shard_batch((train_x[idx], bits))
-    (loss, aux), g = jax.value_and_grad(loss_fn, has_aux=True)(
-        state.params, x, bits, k_aug)
-    upd, opt_state = tx.update(g, state.opt_state, state.params)
-    return (DecoderState(optax.apply_updates(state.params, upd), opt_state,
-                         state.key), {'loss': loss, **aux})
-
+  init, step = train_lib.make_trainer(
+      init_params, loss_fn, optax.adam(c.dec_learning_rate), ema_decay=0.0,
+      batch_fn=batch_fn, has_aux=True)
   return init, step, enc, dec
 
 
@@ -563,7 +559,7 @@ def guided_sample(velocity: Velocity, phi_fn: Phi, x1: jax.Array,
 
 
 __all__: Sequence[str] = [
-    'AUGMENTATIONS', 'BUDGETS', 'DecoderState', 'FlatResMLP', 'SHIFTS',
+    'AUGMENTATIONS', 'BUDGETS', 'FlatResMLP', 'SHIFTS',
     'WMDecoder', 'WMEncoder', 'Whitening', 'antipodal', 'aug_mask',
     'augment', 'bit_accuracy', 'complete_x0', 'cosine', 'decode_bits',
     'exact_decoding_threshold', 'fit_whitening',
