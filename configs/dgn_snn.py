@@ -19,7 +19,10 @@ Variants:
 
 Pass criteria (default, mean over 3 seeds): clean DGN >= LIF + 0.10 and
 >= ALIF + 0.05; DGN >= LIF + 0.05 at insertion p = 0.02 and at 30% deletion;
-a single DGN neuron has lower stationary Var(V) than LIF at matched rate.
+the trained DGN first layer's membrane variance under Gaussian current noise
+is <= 0.9 x the trained LIF layer's at matched firing rate. Controls: PLIF in
+DGN's place (accuracy, robustness), the trained DGN layer with C = 0
+(stability); each must fail its claim.
 """
 
 import ml_collections
@@ -57,7 +60,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.surrogate = 'fast_sigmoid'
   c.surrogate_scale = 10.0
   c.w_gain = 1.0
-  c.c_init = 0.1               # DGN: C ~ U(0, 2 c_init / N_in)
+  c.c_init = 0.1               # DGN: C ~ U(0, 2 c_init / N_in) at init
+  # DGN: C = softplus(k c_raw) / k >= 0 with k = N_in / c_init (32 / 0.1):
+  # the kink sits at the initial coupling scale, so Adam moves C in its own
+  # units (k = 1 learns C in log space: measured at 10 epochs, mean decay
+  # stayed at its initial 0.86 and clean accuracy 0.62 vs 0.68 at k = 320).
+  c.c_sharpness = 320.0
+  c.rho_floor = 0.05           # DGN: the gate phi is the identity above it
   c.tau_adapt = 20.0           # ALIF
   c.beta_adapt = 1.0
   c.epochs = 40
@@ -67,10 +76,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.perturbations = ml_collections.ConfigDict(dict(
       insert=(0.02, 0.05, 0.1, 0.2), delete=(0.3, 0.5),
       jitter=(1.0, 2.0, 4.0), current=(0.1, 0.2, 0.5)))
-  # Single-neuron stochastic stability: 100 presynaptic lines at rate 0.05
-  # (conductance input; DGN decay 0.9 - 100 * 0.05 * 5.5 * 0.01 = 0.62),
-  # Gaussian current noise std 0.3, input weight set by bisection so that
-  # both neurons fire at 0.05 spikes per step.
+  # Stochastic stability of the trained first spiking layer: the first
+  # `examples` test examples, `repeats` draws of Gaussian current noise of
+  # std `noise` each (the same draws for every network), input gain set by
+  # bisection over log2 gain in [-range, range] to fire at `target_rate`;
+  # Var(V) over the draws after `burn_in` steps.
+  c.layer_noise = ml_collections.ConfigDict(dict(
+      noise=0.3, target_rate=0.05, examples=64, repeats=8, burn_in=10,
+      log2_gain_range=4.0, bisection_steps=14))
+  # The single-neuron theory check (recorded once, in `extra`): 100
+  # presynaptic lines at rate 0.05 (conductance input; DGN decay
+  # 0.9 - 100 * 0.05 * 5.5 * 0.01 = 0.62), Gaussian current noise std 0.3,
+  # input weight set by bisection so that both neurons fire at 0.05 spikes
+  # per step.
   c.stability = ml_collections.ConfigDict(dict(
       num_pre=100, input_rate=0.05, coupling=0.01, noise=0.3,
       target_rate=0.05, w_max=0.1, bisection_steps=20, steps=5000,
@@ -90,6 +108,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.perturbations = ml_collections.ConfigDict(dict(
         insert=(0.02,), delete=(0.3,), jitter=(1.0,), current=(0.2,)))
     c.stability.update(steps=400, burn_in=100, trials=2, bisection_steps=6)
+    c.layer_noise.update(examples=8, repeats=4, bisection_steps=6)
     c.steps_per_chunk = 4
     c.log_every = 2
   elif variant == 'synthetic':
@@ -107,6 +126,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                                                  max_time=1.4))
     c.hidden = (128, 128)
     c.recurrent = True
+    c.c_sharpness = 8000.0  # ~ (700 + 128) inputs / c_init.
     c.epochs = 100
     c.batch_size = 128
     c.eval_batch = 8

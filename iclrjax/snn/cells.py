@@ -23,11 +23,26 @@ Heaviside forward, surrogate gradient backward, `snn.surrogate.spike`):
         rho^t = phi(1 - g_l dt - dt * D^t C)
         V^t = rho^t V^{t-1} + dt * D^t W + xi^t - theta z^{t-1}
         z^t = H(V^t - theta)
-        with C (N_in x N_out) the trainable conductance couplings and
-        phi = clip(., 0, 1) keeping the decay a valid forget gate.
+        with C (N_in x N_out) the conductance couplings and phi keeping the
+        decay a valid forget gate.
+
+The DGN's C is a conductance coupling: in the paper's continuous model
+dg_i/dt = -g_i / tau_s + C_i sum_j delta(t - t_i^j), the synaptic conductance
+g_i = C_i D_i is nonnegative, so C >= 0. We train an unconstrained c_raw
+with C = softplus(k c_raw) / k (`conductance`), whose gradient never
+vanishes.
+With C >= 0 and spike inputs (D >= 0) the argument of phi is at most
+beta <= 1, so only the lower end of the gate needs a bound; a hard clip at 0
+would give zero gradient to every C below it. phi (`gate`) is the identity
+on [rho_floor, inf) and the rational floor rho_floor^2 / (2 rho_floor - x)
+below it: C^1, positive, strictly increasing with a slope that decays only
+as 1 / x^2 (an exponential floor's gradient underflows under strong drive),
+and equal to the paper's update wherever that is a valid decay in
+[rho_floor, 1].
 
 All resets are soft (subtract the threshold), one step delayed, as in the
-paper's DGN update. With C = 0, DGN is LIF exactly (rho = beta).
+paper's DGN update. With C = 0 (c_raw = -inf), DGN is LIF exactly
+(rho = beta).
 
 A cell is a frozen dataclass of static hyperparameters with
 `init_params(key, n_in, n_out)`, `init_state(n_out)` and
@@ -47,7 +62,36 @@ import jax.numpy as jnp
 from iclrjax.snn import surrogate
 
 CELLS = ('lif', 'plif', 'alif', 'dgn')
+# Parameters with one row per presynaptic line (split in a recurrent layer).
+_SYNAPSES = ('w', 'c_raw')
 Params = dict[str, jax.Array]
+
+
+def conductance(c_raw: jax.Array, sharpness: float = 1.0) -> jax.Array:
+  """C = softplus(k c_raw) / k >= 0 (k = sharpness), the DGN's couplings.
+
+  dC / dc_raw = sigmoid(k c_raw) is never 0; for k c_raw >> 1, C = c_raw, so
+  a large k makes C move with c_raw at the scale of typical couplings
+  (~c_init / N_in) instead of in log space.
+  """
+  return jax.nn.softplus(sharpness * c_raw) / sharpness
+
+
+def inverse_conductance(c: jax.Array, sharpness: float = 1.0) -> jax.Array:
+  """c_raw with conductance(c_raw, sharpness) = c (c >= 0; 0 gives -inf)."""
+  kc = sharpness * jnp.asarray(c, jnp.float32)
+  return (kc + jnp.log(-jnp.expm1(-kc))) / sharpness
+
+
+def gate(x: jax.Array, floor: float) -> jax.Array:
+  """phi(x): x for x >= floor, floor^2 / (2 floor - x) below.
+
+  Continuous with a continuous, strictly positive derivative (1 at the
+  floor from both sides, (phi / floor)^2 below), so d rho / d C never
+  vanishes, unlike clip(x, 0, 1) (zero below 0).
+  """
+  below = floor**2 / (2.0 * floor - jnp.minimum(x, floor))
+  return jnp.where(x >= floor, x, below)
 
 
 class State(NamedTuple):
@@ -78,6 +122,8 @@ class Cell:
     surrogate_scale: its slope parameter.
     w_gain: W ~ N(0, w_gain^2 / N_in).
     c_init: DGN: C ~ U(0, 2 c_init / N_in) (mean total coupling c_init).
+    c_sharpness: DGN: k of C = softplus(k c_raw) / k (`conductance`).
+    rho_floor: DGN: the gate phi is the identity above it (`gate`).
     tau_adapt: ALIF: adaptation time constant; gamma = exp(-dt / tau_adapt).
     beta_adapt: ALIF: threshold increment per unit of adaptation.
   """
@@ -90,6 +136,8 @@ class Cell:
   surrogate_scale: float = 10.0
   w_gain: float = 1.0
   c_init: float = 0.1
+  c_sharpness: float = 1.0
+  rho_floor: float = 0.05
   tau_adapt: float = 20.0
   beta_adapt: float = 1.0
 
@@ -102,6 +150,10 @@ class Cell:
     if not 0.0 <= 1.0 - self.g_l * self.dt <= 1.0:
       raise ValueError(f'need 0 <= 1 - g_l*dt <= 1, got g_l={self.g_l}, '
                        f'dt={self.dt}')
+    if not self.c_sharpness > 0.0:
+      raise ValueError(f'need c_sharpness > 0, got {self.c_sharpness}')
+    if not 0.0 < self.rho_floor < 1.0:
+      raise ValueError(f'need 0 < rho_floor < 1, got {self.rho_floor}')
 
   @property
   def beta(self) -> float:
@@ -120,12 +172,28 @@ class Cell:
     p = {'w': self.w_gain / math.sqrt(n_in)
               * jax.random.normal(kw, (n_in, n_out))}
     if self.kind == 'dgn':
-      p['c'] = jax.random.uniform(kc, (n_in, n_out),
-                                  maxval=2.0 * self.c_init / n_in)
+      # C in (0, 2 c_init / N_in]: 1 - U[0, 1) is never 0, so c_raw is finite.
+      c = (2.0 * self.c_init / n_in) * (
+          1.0 - jax.random.uniform(kc, (n_in, n_out)))
+      p['c_raw'] = inverse_conductance(c, self.c_sharpness)
     if self.kind == 'plif':
       b = min(max(self.beta, 1e-4), 1 - 1e-4)
       p['a'] = jnp.full((n_out,), math.log(b / (1.0 - b)))
     return p
+
+  def decay(self, dc: jax.Array) -> jax.Array:
+    """DGN's gate rho^t = phi(1 - g_l dt - dt D^t C) from dc = D^t C."""
+    return gate(1.0 - self.g_l * self.dt - self.dt * dc, self.rho_floor)
+
+  def membrane_decay(self, params: Params, dc: jax.Array
+                     ) -> jax.Array | float:
+    """The decay of V at this step: DGN rho^t (`decay`), PLIF
+    sigmoid(a), LIF / ALIF beta."""
+    if self.kind == 'dgn':
+      return self.decay(dc)
+    if self.kind == 'plif':
+      return jax.nn.sigmoid(params['a'])
+    return self.beta
 
   def init_state(self, n_out: int, dtype: Any = jnp.float32) -> State:
     zero = jnp.zeros((n_out,), dtype)
@@ -134,8 +202,10 @@ class Cell:
   def project(self, params: Params, s: jax.Array
               ) -> tuple[jax.Array, jax.Array]:
     """Presynaptic spikes s [..., N_in] -> (s W, s C) [..., N_out]."""
-    sc = s @ params['c'] if self.kind == 'dgn' else jnp.zeros(
-        s.shape[:-1] + params['w'].shape[1:], s.dtype)
+    if self.kind == 'dgn':
+      sc = s @ conductance(params['c_raw'], self.c_sharpness)
+    else:
+      sc = jnp.zeros(s.shape[:-1] + params['w'].shape[1:], s.dtype)
     return s @ params['w'], sc
 
   def step_projected(self, params: Params, state: State, iw: jax.Array,
@@ -148,12 +218,7 @@ class Cell:
     dw = self.alpha_syn * state.dw + iw
     dc = self.alpha_syn * state.dc + ic
     current = self.dt * dw
-    if self.kind == 'dgn':
-      rho = jnp.clip(1.0 - self.g_l * self.dt - self.dt * dc, 0.0, 1.0)
-    elif self.kind == 'plif':
-      rho = jax.nn.sigmoid(params['a'])
-    else:
-      rho = self.beta
+    rho = self.membrane_decay(params, dc)
     if self.kind == 'alif':
       a_prev = self.theta + self.beta_adapt * state.b
       v = rho * state.v + current + xi - a_prev * state.z
@@ -176,13 +241,15 @@ class Cell:
 
 def run_layer(cell: Cell, params: Params, spikes: jax.Array,
               noise: jax.Array | None = None, recurrent: bool = False,
-              state: State | None = None
-              ) -> tuple[jax.Array, jax.Array]:
+              state: State | None = None, with_decay: bool = False
+              ) -> tuple[jax.Array, ...]:
   """Scans one layer over time: spikes [T, N_in] -> (z, v), each [T, N_out].
 
   The input projections of all T steps are one matmul outside the scan. In
   a recurrent layer the presynaptic vector is [s^t, z^{t-1}]: `params['w']`
-  (and 'c') have N_in + N_out rows, the last N_out recurrent.
+  (and 'c_raw') have N_in + N_out rows, the last N_out recurrent. With
+  `with_decay` it also returns the membrane decay of every step [T, N_out]
+  (DGN: rho^t; PLIF: sigmoid(a); LIF / ALIF: beta).
   """
   n_in = spikes.shape[-1]
   n_out = params['w'].shape[1]
@@ -190,8 +257,8 @@ def run_layer(cell: Cell, params: Params, spikes: jax.Array,
     noise = jnp.zeros((spikes.shape[0], n_out), spikes.dtype)
   if state is None:
     state = cell.init_state(n_out, spikes.dtype)
-  p_in = {k: (v[:n_in] if k in ('w', 'c') else v) for k, v in params.items()}
-  p_rec = {k: v[n_in:] for k, v in params.items() if k in ('w', 'c')}
+  p_in = {k: (v[:n_in] if k in _SYNAPSES else v) for k, v in params.items()}
+  p_rec = {k: v[n_in:] for k, v in params.items() if k in _SYNAPSES}
   iw, ic = cell.project(p_in, spikes)
 
   def body(st, inp):
@@ -199,7 +266,10 @@ def run_layer(cell: Cell, params: Params, spikes: jax.Array,
     if recurrent:
       rw, rc = cell.project(p_rec, st.z)
       iw_t, ic_t = iw_t + rw, ic_t + rc
-    return cell.step_projected(params, st, iw_t, ic_t, xi)
+    st, (z, v) = cell.step_projected(params, st, iw_t, ic_t, xi)
+    if not with_decay:
+      return st, (z, v)
+    return st, (z, v, jnp.broadcast_to(cell.membrane_decay(params, st.dc),
+                                       v.shape))
 
-  _, (z, v) = jax.lax.scan(body, state, (iw, ic, noise))
-  return z, v
+  return jax.lax.scan(body, state, (iw, ic, noise))[1]

@@ -16,10 +16,17 @@ from iclrjax.snn import surrogate
 T, N_IN, N_OUT = 100, 12, 7
 
 
+def numpy_gate(x, floor=0.05):
+  """phi: the identity above the floor, floor^2 / (2 floor - x) below."""
+  return np.where(x >= floor, x, floor**2 / (2 * floor - np.minimum(x, floor)))
+
+
 def numpy_layer(kind, p, s, xi, *, dt=1.0, g_l=0.1, tau_syn=5.0, theta=1.0,
                 tau_adapt=20.0, beta_adapt=1.0, recurrent=False):
   """The equations of the module docstring, one line each, in float64."""
   p = {k: np.asarray(v, np.float64) for k, v in p.items()}
+  if 'c_raw' in p:
+    p['c'] = np.logaddexp(0.0, p['c_raw'])             # C = softplus(c_raw)
   alpha = math.exp(-dt / tau_syn)
   beta = 1.0 - g_l * dt
   gamma = math.exp(-dt / tau_adapt)
@@ -46,7 +53,7 @@ def numpy_layer(kind, p, s, xi, *, dt=1.0, g_l=0.1, tau_syn=5.0, theta=1.0,
       b = gamma * b + (1 - gamma) * z
       z = (v - (theta + beta_adapt * b) > 0).astype(float)
     elif kind == 'dgn':
-      rho = np.clip(1.0 - g_l * dt - dt * d @ p['c'], 0.0, 1.0)
+      rho = numpy_gate(1.0 - g_l * dt - dt * d @ p['c'])
       v = rho * v + current + xi[t] - theta * z
       z = (v - theta > 0).astype(float)
     zs.append(z)
@@ -98,7 +105,8 @@ def test_dgn_with_zero_coupling_is_lif_exactly():
   dgn = cells.Cell(kind='dgn', w_gain=2.0)
   p = lif.init_params(jax.random.key(3), N_IN, N_OUT)
   z_l, v_l = cells.run_layer(lif, p, jnp.asarray(s), jnp.asarray(xi))
-  z_d, v_d = cells.run_layer(dgn, {**p, 'c': jnp.zeros((N_IN, N_OUT))},
+  c_zero = cells.inverse_conductance(jnp.zeros((N_IN, N_OUT)))  # -inf
+  z_d, v_d = cells.run_layer(dgn, {**p, 'c_raw': c_zero},
                              jnp.asarray(s), jnp.asarray(xi))
   assert float(z_l.mean()) > 0.02
   np.testing.assert_array_equal(np.asarray(z_d), np.asarray(z_l))
@@ -114,9 +122,76 @@ def test_dgn_gate_closes_with_input_activity():
     st = cell.init_state(N_OUT)
     for _ in range(50):
       st, _ = cell.step(p, st, jnp.full((N_IN,), rate))
-    decays.append(np.clip(1 - cell.g_l - np.asarray(st.dc), 0, 1).mean())
+    decays.append(np.asarray(cell.decay(st.dc)).mean())
   assert decays[0] == pytest.approx(cell.beta)
   assert decays[0] > decays[1] > decays[2]
+
+
+def test_conductance_is_nonnegative_softplus_with_exact_inverse():
+  c_raw = jnp.linspace(-30.0, 30.0, 61)
+  c = np.asarray(cells.conductance(c_raw))
+  assert np.all(c >= 0) and np.all(np.diff(c) > 0)
+  np.testing.assert_allclose(c, np.logaddexp(0.0, np.asarray(c_raw)),
+                             rtol=1e-6)
+  want = np.array([1e-6, 1e-3, 0.01, 0.5, 3.0])
+  for k in (1.0, 300.0):
+    back = cells.conductance(cells.inverse_conductance(want, k), k)
+    np.testing.assert_allclose(np.asarray(back), want, rtol=1e-4)
+    assert float(cells.conductance(cells.inverse_conductance(0.0, k),
+                                   k)) == 0.0
+  # Sharpness k: C = softplus(k c_raw) / k, C = c_raw well above 1 / k.
+  np.testing.assert_allclose(
+      np.asarray(cells.conductance(c_raw, 300.0)),
+      np.logaddexp(0.0, 300.0 * np.asarray(c_raw, np.float64)) / 300.0,
+      rtol=1e-5, atol=1e-12)
+  # Initial couplings: C in (0, 2 c_init / N_in], mean c_init / N_in.
+  p = cells.Cell(kind='dgn', c_init=0.2).init_params(jax.random.key(0), 50,
+                                                      400)
+  c0 = np.asarray(cells.conductance(p['c_raw']))
+  assert np.isfinite(np.asarray(p['c_raw'])).all()
+  assert c0.min() > 0 and c0.max() <= 2 * 0.2 / 50 * (1 + 1e-5)
+  assert c0.mean() == pytest.approx(0.2 / 50, rel=0.02)
+
+
+def test_gate_is_the_paper_update_above_the_floor_and_smooth_below():
+  floor = 0.05
+  x = jnp.linspace(-1.0, 1.0, 2001)
+  phi = np.asarray(cells.gate(x, floor))
+  np.testing.assert_allclose(phi, numpy_gate(np.asarray(x), floor),
+                             rtol=1e-6, atol=1e-12)
+  above = np.asarray(x) >= floor
+  np.testing.assert_array_equal(phi[above], np.asarray(x)[above])
+  assert np.all(phi > 0) and np.all(np.diff(phi) > 0)  # Valid, increasing.
+  g = np.asarray(jax.vmap(jax.grad(lambda v: cells.gate(v, floor)))(x))
+  np.testing.assert_allclose(g[above], 1.0)
+  np.testing.assert_allclose(g[~above], (phi[~above] / floor)**2, rtol=1e-5)
+  assert np.all(g > 0) and np.isfinite(g).all()
+  # C^1 at the floor: value and slope match from both sides.
+  eps = 1e-4
+  lo, hi = (float(cells.gate(jnp.float32(floor + d), floor))
+            for d in (-eps, eps))
+  assert hi - lo == pytest.approx(2 * eps, rel=1e-2)
+
+
+def test_conductance_gradient_does_not_die_where_a_clip_would_pin_rho():
+  # A strong input drives 1 - g_l dt - dt D C far below 0: clip(., 0, 1)
+  # gives d V / d C = 0 there; the gate keeps it strictly nonzero.
+  cell = cells.Cell(kind='dgn', w_gain=1.0)
+  s = jnp.ones((20, N_IN))
+  p = cell.init_params(jax.random.key(4), N_IN, N_OUT)
+  p = {**p, 'c_raw': cells.inverse_conductance(jnp.full((N_IN, N_OUT), 0.5))}
+
+  def v_last(c_raw):
+    _, v = cells.run_layer(cell, {**p, 'c_raw': c_raw}, s)
+    return v[-1].sum()
+
+  st = cell.init_state(N_OUT)
+  for t in range(20):
+    st, _ = cell.step(p, st, s[t])
+  arg = 1 - cell.g_l * cell.dt - cell.dt * np.asarray(st.dc)
+  assert arg.max() < -1.0  # A hard clip would pin rho at 0 here.
+  g = np.asarray(jax.grad(v_last)(p['c_raw']))
+  assert np.isfinite(g).all() and np.abs(g).min() > 0
 
 
 @pytest.mark.parametrize('kind', ['fast_sigmoid', 'arctan'])
@@ -171,5 +246,7 @@ def test_bad_cell_config_errors():
     cells.Cell(surrogate='boxcar')
   with pytest.raises(ValueError, match='g_l'):
     cells.Cell(g_l=2.0)
+  with pytest.raises(ValueError, match='rho_floor'):
+    cells.Cell(rho_floor=0.0)
   with pytest.raises(ValueError, match='readout'):
     network.SNN(cells.Cell(), (4,), 2, readout='last')

@@ -9,6 +9,7 @@ import pytest
 
 from iclrjax.core import data
 from iclrjax.snn import datasets
+from tests.snn import shd_files
 
 # Small MNIST-1D for the tests: 800 train / 200 test.
 N_SMALL = 1000
@@ -162,27 +163,14 @@ def test_load_unknown_kind():
 
 
 # -- SHD / N-TIDIGITS ----------------------------------------------------------
-def _write_shd(path, times, units, labels):
-  h5py = pytest.importorskip('h5py')
-  with h5py.File(path, 'w') as f:
-    vt = f.create_dataset('spikes/times', (len(times),),
-                          dtype=h5py.vlen_dtype(np.float16))
-    vu = f.create_dataset('spikes/units', (len(units),),
-                          dtype=h5py.vlen_dtype(np.uint16))
-    for i, (t, u) in enumerate(zip(times, units)):
-      vt[i] = np.asarray(t, np.float16)
-      vu[i] = np.asarray(u, np.uint16)
-    f.create_dataset('labels', data=np.asarray(labels, np.uint16))
-
-
 def test_shd_binning(tmp_path):
   pytest.importorskip('h5py')
   # Example 0: two spikes of unit 3 in bin 0 (merged), unit 699 in bin 9,
   # and one after max_time (dropped). Example 1: no spikes.
-  _write_shd(tmp_path / 'shd_train.h5',
+  shd_files.write_shd(tmp_path / 'shd_train.h5',
              times=[[0.01, 0.05, 0.95, 1.2], []],
              units=[[3, 3, 699, 5], []], labels=[7, 19])
-  _write_shd(tmp_path / 'shd_test.h5', times=[[0.5]], units=[[0]],
+  shd_files.write_shd(tmp_path / 'shd_test.h5', times=[[0.5]], units=[[0]],
              labels=[2])
   x, y = datasets.load_shd(tmp_path, 'train', num_steps=10, max_time=1.0)
   assert x.shape == (2, 10, 700) and x.dtype == np.uint8
