@@ -340,7 +340,7 @@ def _claim(summary, start):
   return c
 
 
-# Measured: default config at a177f71 (3 seeds, 518 s; results/guidance_wm).
+# Measured: default config at adb9a36 (3 seeds, 540 s; results/guidance_wm).
 @pytest.mark.slow
 @pytest.mark.parametrize('start', [
     'Zero-bit p-values', 'Guidance (augmentation', 'Adding 1-pixel shifts',
@@ -348,7 +348,7 @@ def _claim(summary, start):
     'Under a 1-pixel shift attack',
     pytest.param('Guidance costs little realism', marks=pytest.mark.xfail(
         strict=True, reason=(
-            'FD to real digits +52% at omega 8, last 25 (bit acc 0.963); '
+            'FD to real digits +45% at omega 8, last 25 (bit acc 0.953); '
             '+9% only at omega 2'))),
 ])
 def test_default_claims(default_run, start):
