@@ -319,7 +319,8 @@ def test_claims_hold_when_lk_wins_and_their_controls_fail():
            for reg, v in good.items()}
   for c in exp.evaluate_claims(cfg, _cum(cfg, close, spread=0.1))[:3]:
     assert not c.holds and '10.0% below pooled' in c.evidence, c
-  # The graph claims: a permutation no worse than the true graph fails them.
+  # The graph claims (paired CIs): a permutation no worse than the true
+  # graph fails them.
   same = {reg: dict(v, lk_gp_ucb=150.0) for reg, v in good.items()}
   graph = [c for c in exp.evaluate_claims(cfg, _cum(cfg, same))
            if ', graph]' in c.claim]
