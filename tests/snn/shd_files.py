@@ -31,6 +31,7 @@ def write_random_shd(root, num_train: int, num_test: int, seed: int = 0,
   """shd_train.h5 / shd_test.h5 in `root` with random spikes whose channel
   band depends on the label (so a network can learn something)."""
   rng = np.random.default_rng(seed)
+  root.mkdir(parents=True, exist_ok=True)
   for name, n in (('shd_train.h5', num_train), ('shd_test.h5', num_test)):
     labels = np.arange(n) % classes
     times, chans = [], []

@@ -240,29 +240,21 @@ def test_stability_claim_needs_matched_rates():
 
 
 # -- end-to-end runs -------------------------------------------------------------------
+# The smoke config's launcher run (subprocess, run record) is in
+# tests/test_launchers.py; here the paper variant runs in-process.
 def _check_summary(summary, cells_run):
   s = summary['num_seeds']
   for name, v in summary['metrics'].items():
     assert len(v['per_seed']) == s, name
-  keys = [f'acc_clean/{k}' for k in cells_run] + [
-      f'noise_{m}/{k}' for k in (*cells_run, exp.ABLATION)
-      for m in ('var_v', 'rate')]
-  for key in keys:  # Real per-seed numbers, not one copied value.
+  # Real per-seed numbers, not one copied value (accuracies on 20 test
+  # examples may tie between seeds; continuous ones may not).
+  keys = [f'noise_{m}/{k}' for k in (*cells_run, exp.ABLATION)
+          for m in ('var_v', 'rate')]
+  for key in keys:
     per_seed = summary['metrics'][key]['per_seed']
     assert len(set(per_seed)) == s, (key, per_seed)
   for c in summary['claims']:
     assert c['control'].endswith(('(fails)', '(passes)')), c
-
-
-def test_smoke_run_records_per_seed_metrics_and_controls(tmp_path):
-  c = dgn_config.get_config('smoke')
-  c.cells = ('lif', 'plif', 'dgn')
-  summary = exp.EXPERIMENT.execute(c, tmp_path / 'run')
-  _check_summary(summary, ('lif', 'plif', 'dgn'))
-  assert 'noise_var_ratio/dgn_vs_lif' in summary['metrics']
-  sn = summary['single_neuron']
-  assert sn['dgn']['decay'] < sn['lif']['decay']
-  assert (tmp_path / 'run' / 'plots' / 'membrane_variance.png').exists()
 
 
 def test_shd_paper_variant_runs_end_to_end_on_fake_files(tmp_path):
@@ -273,15 +265,20 @@ def test_shd_paper_variant_runs_end_to_end_on_fake_files(tmp_path):
   c = dgn_config.get_config('paper')
   assert c.data == 'shd' and c.recurrent and len(c.hidden) == 2
   c.data_dir = str(tmp_path / 'shd')
-  c.update(num_seeds=2, cells=('lif', 'dgn'), hidden=(8, 8), epochs=1,
-           batch_size=20, eval_batch=10, steps_per_chunk=2, log_every=1)
+  c.update(num_seeds=2, cells=('lif', 'plif', 'dgn'), hidden=(8, 8),
+           epochs=1, batch_size=20, eval_batch=10, steps_per_chunk=2,
+           log_every=1)
   c.perturbations = dict(insert=(0.001,))
   c.layer_noise.update(examples=4, repeats=2, bisection_steps=4)
   c.stability.update(steps=200, burn_in=50, trials=1, bisection_steps=3)
   summary = exp.EXPERIMENT.execute(c, tmp_path / 'run')
   assert summary['dataset'] == 'shd_t100_m1p4_u700'
   assert summary['train_steps'] == 2
-  _check_summary(summary, ('lif', 'dgn'))
+  _check_summary(summary, ('lif', 'plif', 'dgn'))
+  assert 'noise_var_ratio/dgn_vs_lif' in summary['metrics']
+  sn = summary['single_neuron']
+  assert sn['dgn']['decay'] < sn['lif']['decay']
+  assert (tmp_path / 'run' / 'plots' / 'membrane_variance.png').exists()
 
 
 def test_preflight_names_the_missing_files_before_any_compute(tmp_path):
@@ -310,13 +307,37 @@ def _claims(summary):
   return {c['claim']: c for c in summary['claims']}
 
 
+@pytest.fixture(scope='module')
+def default_summary(tmp_path_factory):
+  """The full default run (~8 min, 3 seeds); only the slow tests use it.
+  Its record: results/dgn_snn/default/summary.json."""
+  return exp.EXPERIMENT.execute(dgn_config.get_config(),
+                                tmp_path_factory.mktemp('dgn') / 'run')
+
+
 @pytest.mark.slow
-def test_default_config_claims(tmp_path):
-  # The full default run (~10 min, 3 seeds); numbers in
-  # results/dgn_snn/default/summary.json.
-  summary = exp.EXPERIMENT.execute(dgn_config.get_config(), tmp_path / 'run')
-  claims = _claims(summary)
+def test_default_config_claims(default_summary):
+  # Measured (d6b43f9, 2-core CPU): clean DGN 0.816 vs LIF 0.711 (+0.104),
+  # ALIF 0.735 (+0.081); insertion 0.02: 0.594 vs 0.522; deletion 30%:
+  # 0.707 vs 0.599; PLIF in DGN's place fails each (+0.028, +0.004, +0.016,
+  # +0.019). Trained first layer at rate 0.05: Var(V) DGN/LIF 0.584 (per
+  # seed 0.564, 0.610, 0.578); C = 0 ablation 0.983.
+  claims = _claims(default_summary)
   assert len(claims) == 6, list(claims)
-  for c in claims.values():
+  for name, c in claims.items():
+    if name.startswith('Robustness'):
+      continue
     assert c['holds'], c
     assert c['control'].endswith('(fails)'), c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'Retention (perturbed / clean) is LIF-like: DGN higher at 5/12 levels '
+    '(deletion and current noise), lower under insertion and jitter, e.g. '
+    'jitter 4: 0.70 vs 0.83 (d6b43f9, 3 seeds)'))
+def test_default_config_retention_claim(default_summary):
+  (c,) = [c for n, c in _claims(default_summary).items()
+          if n.startswith('Robustness')]
+  assert c['holds'], c
+  assert c['control'].endswith('(fails)'), c
