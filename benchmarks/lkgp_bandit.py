@@ -12,13 +12,16 @@ have been spent (at least one).
 Table 1, one bandit round at t observations (multi-user RBF kernel
 K_users[u,u'] rbf(x,x'), K_users a Laplacian graph kernel over
 `--num_users` users, `--dim` features, `--num_arms` candidate arms):
-  incremental:  score the arms with `gp.predict_v` on the t stored points,
-                play the UCB argmax and `gp.append` its observation reusing
-                predict_v's column (`l=v[:, j]`), as the bandit loop does:
-                two passes over the [t, t] factor. The buffer (capacity t+1)
-                is donated, so `append` writes its row in place, as it does
-                inside `lax.scan`. It costs O(capacity^2) whatever t is:
-                shapes are static by design (one compile per bandit loop).
+  incremental:  `--scan_rounds` bandit rounds in one `lax.scan`, as the
+                bandit loop runs them, the last one at t stored points; each
+                scores the arms with `gp.predict_v`, plays the UCB argmax
+                and `gp.append`s its observation reusing predict_v's column
+                (`l=v[:, j]`): two passes over the [t, t] factor, its row
+                written in place into the carried buffer (capacity t+1).
+                Reported per round (scan time / rounds; a lone jitted call
+                would add a copy of the donated 128 MB buffer at t = 4000).
+                It costs O(capacity^2) whatever t is: shapes are static by
+                design (one compile per bandit loop).
   full refit:   `gp.full_posterior` on the same t points (Cholesky of the
                 t x t Gram, then mean and variance at the arms), O(t^3).
   max|diff| is between the two rounds' means and variances at the arms.
@@ -72,6 +75,9 @@ _JITTER = flags.DEFINE_float('jitter', 1e-6, 'GPJax Prior jitter.')
 _REPEATS = flags.DEFINE_integer('repeats', 7, 'Most timed calls per median.')
 _BUDGET_S = flags.DEFINE_float(
     'budget_s', 3.0, 'No more timed calls once this many seconds are spent.')
+_SCAN_ROUNDS = flags.DEFINE_integer(
+    'scan_rounds', 8, 'Incremental rounds per timed lax.scan (tables 1-2 '
+    'report ms per round).')
 _SEED = flags.DEFINE_integer('seed', 0, 'Data seed.')
 
 _TOL = 1e-6  # Required agreement with GPJax.
@@ -126,53 +132,63 @@ def _joint_kernel(K_users: jax.Array) -> gp.JointKernel:
   return gp.multi_user_kernel(K_users, rbf)
 
 
-def _incremental_round(post, x, u, y, Xq, uq, *, kernel, noise_var):
-  """One bandit round: score the candidates, append the UCB pick.
+def _incremental_rounds(post, Xq, uq, ys, *, kernel, noise_var):
+  """`len(ys)` bandit rounds in one `lax.scan`, as the bandit loop runs them.
 
-  (x, u, y) is unused but for its shape: the pick is a candidate, and its
-  observation is y. Returns the new state too, as a `lax.scan` step does:
-  that lets the donated buffer alias the output, so `append` updates it in
-  place.
+  Each round scores the candidates (Xq, uq) with `gp.predict_v`, plays the
+  UCB pick and `gp.append`s its observation ys[i] reusing predict_v's column
+  (`l=v[:, j]`), so the carried buffer is updated in place. Returns the new
+  state and the last round's (mean, var).
   """
-  del x, u
-  mean, var, v = gp.predict_v(post, Xq, uq, kernel)
-  j = jnp.argmax(mean + jnp.sqrt(var))
-  post = gp.append(post, Xq[j], uq[j], y, kernel, noise_var, l=v[:, j],
-                   var=var[j])
-  return post, (mean, var)
+
+  def round_(p, y):
+    mean, var, v = gp.predict_v(p, Xq, uq, kernel)
+    j = jnp.argmax(mean + jnp.sqrt(var))
+    p = gp.append(p, Xq[j], uq[j], y, kernel, noise_var, l=v[:, j],
+                  var=var[j])
+    return p, (mean, var)
+
+  post, (mean, var) = jax.lax.scan(round_, post, ys)
+  return post, (mean[-1], var[-1])
 
 
 class _Round:
-  """Jitted incremental round and full refit on the same t+1 observations.
+  """Jitted incremental rounds and a full refit on the same t observations.
 
-  Both methods take all t+1 observations (X, u, y) and the candidates
-  (Xq, uq), and return (ms per round, (mean, var) at the candidates).
+  `incremental` returns (ms per round, the round's (mean, var) at the
+  candidates, the t observations it scored on); `refit` scores the same
+  candidates from those t observations.
   """
 
   def __init__(self, kernel: gp.JointKernel, noise_var: float):
     self.kernel, self.noise_var = kernel, noise_var
     self._incremental = jax.jit(
-        functools.partial(_incremental_round, kernel=kernel,
+        functools.partial(_incremental_rounds, kernel=kernel,
                           noise_var=noise_var), donate_argnums=0)
     self._refit = jax.jit(functools.partial(
         gp.full_posterior, kernel=kernel, noise_var=noise_var))
     self._from_data = jax.jit(
-        lambda X, u, y: gp.from_data(X, u, y, kernel, noise_var,
-                                     capacity=X.shape[0] + 1))
+        lambda X, u, y, capacity: gp.from_data(X, u, y, kernel, noise_var,
+                                               capacity=capacity),
+        static_argnums=3)
 
-  def incremental(self, X, u, y, Xq, uq) -> tuple[float, tuple]:
-    """A round on the first t = len(X) - 1 points (X[t] only sets y)."""
-    t = X.shape[0] - 1
+  def incremental(self, X, u, y, Xq, uq) -> tuple[float, tuple, tuple]:
+    """`--scan_rounds` k rounds from t - k + 1 points (t = len(X) - 1), the
+    last one scoring on t; X and u past t - k + 1 only set the shapes."""
+    t, k = X.shape[0] - 1, _SCAN_ROUNDS.value
+    t0 = t - k + 1
+    ys = y[t0:t + 1]
 
-    def args():  # A fresh buffer each call: the round donates it.
-      post = self._from_data(X[:t], u[:t], y[:t])
-      return post, X[t], u[t], y[t], Xq, uq
+    def args():  # A fresh buffer each call: the scan donates it.
+      return (self._from_data(X[:t0], u[:t0], y[:t0], t + 1), Xq, uq, ys)
 
-    return _median_ms(self._incremental, args), self._incremental(*args())[1]
+    post, out = self._incremental(*args())
+    seen = (post.X[:t], post.u[:t], post.y[:t])
+    return _median_ms(self._incremental, args) / k, out, seen
 
   def refit(self, X, u, y, Xq, uq) -> tuple[float, tuple]:
-    """The same round's scores by a refit on the first t points."""
-    args = (X[:-1], u[:-1], y[:-1], Xq, uq)
+    """The scores at (Xq, uq) by a refit on (X, u, y)."""
+    args = (X, u, y, Xq, uq)
     return _median_ms(self._refit, lambda: args), self._refit(*args)
 
 
@@ -189,14 +205,14 @@ def _table_rounds(rng: np.random.Generator) -> None:
   for t in map(int, _ROUND_SIZES.value):
     X, u, y = _data(rng, t + 1, num_users)
     Xq, uq, _ = _data(rng, _NUM_ARMS.value, num_users)
-    ms_inc, out_inc = rounds.incremental(X, u, y, Xq, uq)
-    ms_ref, out_ref = rounds.refit(X, u, y, Xq, uq)
+    ms_inc, out_inc, seen = rounds.incremental(X, u, y, Xq, uq)
+    ms_ref, out_ref = rounds.refit(*seen, Xq, uq)
     print(f'{t:>6}{ms_inc:>16.2f}{ms_ref:>15.2f}{ms_ref / ms_inc:>11.1f}x'
           f'{max(_max_diff(out_inc, out_ref)):>12.1e}')
-  print('incremental = gp.predict_v + gp.append(l=v[:, j]) on a donated '
-        'buffer of capacity t+1 (O(capacity^2) per round: static shapes for '
-        'lax.scan);\nfull refit = jitted gp.full_posterior on the t points '
-        '(O(t^3)).')
+  print(f'incremental = gp.predict_v + gp.append(l=v[:, j]), '
+        f'{_SCAN_ROUNDS.value} rounds in one lax.scan, ms per round, buffer '
+        'of capacity t+1 (O(capacity^2) per round: static shapes);\n'
+        'full refit = jitted gp.full_posterior on the t points (O(t^3)).')
 
 
 def _gpjax_fit_predict(gpx, X, y, Xq, *, jitter):
@@ -248,10 +264,10 @@ def _table_gpjax(rng: np.random.Generator) -> None:
     ms_gpjax = _median_ms(gpjax_fn, lambda: (X[:n], y[:n], Xq))
     ms_ours = _median_ms(ours_fn, lambda: fit_args)
     ms_refit = ms_gpjax  # a refit bandit's round: condition on n, predict
-    ms_inc, (mean, var) = rounds.incremental(X, u, y, Xq, uq)
-    ref = gpjax_fn(X[:n], y[:n], Xq)
-    dmean, dvar = np.maximum(_max_diff(ours_fn(*fit_args), ref),
-                             _max_diff((mean, var + jitter), ref))
+    ms_inc, (mean, var), (Xs, _, ys) = rounds.incremental(X, u, y, Xq, uq)
+    dmean, dvar = np.maximum(
+        _max_diff(ours_fn(*fit_args), gpjax_fn(X[:n], y[:n], Xq)),
+        _max_diff((mean, var + jitter), gpjax_fn(Xs, ys, Xq)))
     flag = '' if max(dmean, dvar) < _TOL else f'  > {_TOL:g}!'
     print(f'{n:>6}{dmean:>10.1e}{dvar:>10.1e}{ms_gpjax:>11.2f}'
           f'{ms_ours:>10.2f}{ms_gpjax / ms_ours:>9.2f}x{ms_refit:>13.2f}'

@@ -13,9 +13,12 @@ Variants:
           0.1 and 1.0, LK-GP-UCB-ML fits them by type-II ML every 50 rounds)
           and linear_gob (claim 3), 10 seeds.
   easy / medium / hard: the paper's difficulty levels (10/20/50 arms,
-          50%/25%/10% visible, T=1000/3000/5000) on all three regimes.
+          50%/25%/10% visible, T=1000/3000/5000) on the four regimes
+          (representer_draw added).
   paper   the hard level with 10 seeds (an accelerator: the posterior
-          buffers are seeds x 3 regimes x 7 algorithms x T^2 float64).
+          buffers are seeds x 4 regimes x 14 algorithms x T^2 float64,
+          112 GB at T=5000; pass a shorter --config.algorithms or fewer
+          --config.num_seeds per run on a smaller device).
 
 Pass criteria (default): LK-GP-UCB below each of the paper's baselines
 (independent and pooled GP-UCB, GOB.Lin, GraphUCB, COOP-KernelUCB) in >= 8/10
@@ -23,17 +26,19 @@ seeds and >= 15% below pooled on average (on gp_draw, and on
 gp_draw_misspec for LK-GP-UCB and LK-GP-UCB-ML); LK-GP-TS below independent
 and pooled GP-UCB in >= 8/10 seeds; the graph claims: LK-GP-UCB below the
 same algorithm on the user-permuted graph, paired 95% CI above 0; on
-linear_gob, LK-GP-UCB within 1.3x of GOB.Lin. Controls: LK on the permuted
-graph in LK's place; a second permutation in the graph claims'; independent
-GP-UCB in the linear claim's.
+linear_gob, LK-GP-UCB within 1.3x of GOB.Lin. Controls: the same rule with
+the graph removed (K_G = I: independent GP-UCB, GP-TS) in LK's place (LK on
+the user-permuted graph is reported beside it); a second permutation in the
+graph claims'; independent GP-UCB in the linear claim's.
 """
 
 import ml_collections
 
 ALL_ALGORITHMS = ('lk_gp_ucb', 'lk_gp_ts', 'lk_gp_ucb_ml', 'indep_gp_ucb',
-                  'pooled_gp_ucb', 'goblin', 'graphucb', 'coop_kernelucb',
-                  'peruser_linucb', 'pooled_linucb', 'lk_gp_ucb_permuted',
-                  'lk_gp_ts_permuted', 'lk_gp_ucb_permuted2')
+                  'indep_gp_ts', 'pooled_gp_ucb', 'goblin', 'graphucb',
+                  'coop_kernelucb', 'peruser_linucb', 'pooled_linucb',
+                  'lk_gp_ucb_permuted', 'lk_gp_ts_permuted',
+                  'lk_gp_ucb_permuted2')
 DIFFICULTIES = {  # arms, visible fraction, horizon (the paper's levels)
     'easy': (10, 0.5, 1000),
     'medium': (20, 0.25, 3000),

@@ -11,6 +11,7 @@ the base kernel K_x, the width and the acquisition rule:
   lk_gp_ucb_ml     (L + rho I)^{-1}, (rho, l) refitted by type-II maximum
                    likelihood on a grid every k rounds      RBF   UCB
   indep_gp_ucb     I (independent users)        RBF     UCB
+  indep_gp_ts      I                            RBF     TS
   pooled_gp_ucb    1 1^T (one shared function)  RBF     UCB
   goblin           (I + L)^{-1} (GOB.Lin)       linear  UCB
   graphucb         (L + rho I)^{-1}, per-user width      linear  UCB
@@ -80,6 +81,7 @@ ALGORITHMS = {
     'lk_gp_ts': Algorithm('laplacian', 'rbf', 'ts'),
     'lk_gp_ucb_ml': Algorithm('laplacian', 'rbf', 'ucb', refit='ml'),
     'indep_gp_ucb': Algorithm('independent', 'rbf', 'ucb'),
+    'indep_gp_ts': Algorithm('independent', 'rbf', 'ts'),
     'pooled_gp_ucb': Algorithm('pooled', 'rbf', 'ucb'),
     'goblin': Algorithm('gob', 'linear', 'ucb'),
     'graphucb': Algorithm('laplacian', 'linear', 'ucb', width='per_user'),

@@ -127,7 +127,7 @@ def append(post: Posterior, x: jax.Array, u: jax.Array, y: jax.Array,
   t = post.t
   row = (-(l @ post.C) / d).at[t].set(1.0 / d)
   return Posterior(
-      C=post.C.at[t].set(row),
+      C=jax.lax.dynamic_update_slice(post.C, row[None], (t, jnp.zeros_like(t))),
       a=post.a.at[t].set((y - l @ post.a) / d),
       X=post.X.at[t].set(x),
       u=post.u.at[t].set(u.astype(jnp.int32)),
