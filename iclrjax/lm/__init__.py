@@ -1,0 +1,1 @@
+"""Small decoder LM substrate: model, KV-cached sampling, GRPO, synthetic tasks."""

@@ -1,0 +1,149 @@
+"""lm/grpo.py against NumPy transcriptions; the equal-rewards control."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from iclrjax.lm import grpo
+from iclrjax.lm import model as lm_model
+from iclrjax.lm import sample as lm_sample
+from iclrjax.lm import tasks
+
+
+def _np_advantages(r, G, std_normalize, ddof, eps):
+  out = np.zeros_like(r, dtype=np.float64)
+  for g in range(len(r) // G):
+    x = r[g * G:(g + 1) * G].astype(np.float64)
+    a = x - x.mean()
+    if std_normalize:
+      a = a / (np.std(x, ddof=ddof) + eps)
+    out[g * G:(g + 1) * G] = a
+  return out
+
+
+@pytest.mark.parametrize('std_normalize,ddof', [(True, 1), (True, 0),
+                                                (False, 1)])
+def test_group_advantages_match_numpy_including_degenerate_groups(
+    std_normalize, ddof):
+  rng = np.random.default_rng(0)
+  r = rng.integers(0, 2, size=32).astype(np.float32)
+  r[:8] = 1.0                      # an all-correct group
+  r[8:16] = 0.0                    # an all-wrong group
+  r[16:24] = rng.normal(size=8)    # a continuous one
+  got = grpo.group_advantages(jnp.asarray(r), 8, std_normalize=std_normalize,
+                              ddof=ddof, eps=1e-4)
+  want = _np_advantages(r, 8, std_normalize, ddof, 1e-4)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(np.asarray(got)[:16], 0.0)
+
+
+def test_policy_loss_matches_numpy():
+  rng = np.random.default_rng(1)
+  N, T = 6, 5
+  logp, old, ref = (rng.normal(size=(N, T)) * 0.3 - 1.0 for _ in range(3))
+  adv = rng.normal(size=N)
+  mask = rng.random((N, T)) < 0.7
+  mask[:, 0] = True
+  for how in ('sequence', 'token'):
+    got, aux = grpo.policy_loss(*(jnp.asarray(x, jnp.float32)
+                                  for x in (logp, old, ref, adv)),
+                                jnp.asarray(mask), clip_eps=0.2, kl_beta=0.05,
+                                loss_aggregation=how)
+    ratio = np.exp(logp - old)
+    surr = np.minimum(ratio * adv[:, None],
+                      np.clip(ratio, 0.8, 1.2) * adv[:, None])
+    kl = np.exp(ref - logp) - (ref - logp) - 1
+    obj = surr - 0.05 * kl
+    if how == 'token':
+      want, want_kl = obj[mask].mean(), kl[mask].mean()
+    else:
+      want = np.mean([obj[i][mask[i]].mean() for i in range(N)])
+      want_kl = np.mean([kl[i][mask[i]].mean() for i in range(N)])
+    np.testing.assert_allclose(got, -want, rtol=1e-5)
+    np.testing.assert_allclose(aux['kl'], want_kl, rtol=1e-5)
+  assert (np.exp(ref - logp) - (ref - logp) - 1 >= 0).all()
+
+
+def test_k3_kl_is_an_unbiased_estimate_of_the_kl():
+  """E_{x~pi}[k3] = KL(pi || ref) for categorical pi, ref (closed form)."""
+  p = jax.nn.softmax(jnp.asarray([1.0, 0.2, -0.5, 0.3]))
+  q = jax.nn.softmax(jnp.asarray([0.1, 0.9, -0.2, 0.0]))
+  est = jnp.sum(p * grpo.k3_kl(jnp.log(p), jnp.log(q)))
+  np.testing.assert_allclose(est, jnp.sum(p * jnp.log(p / q)), rtol=1e-6)
+
+
+def test_sft_loss_is_the_masked_cross_entropy():
+  cfg = lm_model.Config(vocab_size=tasks.TOKENIZER.vocab_size, d_model=16,
+                        num_heads=2, num_layers=1, d_ff=32, max_len=16)
+  m = lm_model.Model(cfg)
+  params = m.init(jax.random.key(0))
+  tokens, mask = tasks.sft_sequences(tasks.addition(jax.random.key(1), 4, 2))
+  logits = m.apply(params, tokens)
+  logp = jax.nn.log_softmax(logits, -1)
+  nll = [-logp[b, i - 1, tokens[b, i]] for b in range(4)
+         for i in range(tokens.shape[1]) if mask[b, i]]
+  np.testing.assert_allclose(grpo.sft_loss(m, params, tokens, mask),
+                             np.mean(nll), rtol=1e-5)
+
+
+@pytest.fixture(scope='module')
+def rl_setup():
+  cfg = lm_model.Config(vocab_size=tasks.TOKENIZER.vocab_size, d_model=16,
+                        num_heads=2, num_layers=1, d_ff=32, max_len=16)
+  m = lm_model.Model(cfg)
+  params = m.init(jax.random.key(0))
+  ref = jax.tree.map(lambda x: x + 0.05, params)
+  batch = tasks.addition(jax.random.key(1), 4, 2)
+  return m, params, ref, batch
+
+
+def _one_step(rl_setup, reward, kl_beta, ref=None):
+  m, params, ref0, batch = rl_setup
+  gcfg = grpo.GRPOConfig(num_generations=4, max_new_tokens=4,
+                         kl_beta=kl_beta, stop_tokens=(tasks.EOS,))
+  opt = optax.sgd(0.1)
+  step = jax.jit(grpo.make_grpo_step(m, opt, reward, gcfg))
+  state = grpo.init_state(params, opt)
+  new, metrics = step(state, ref0 if ref is None else ref, batch.prompt_BxP,
+                      batch.target_BxT, jax.random.key(2))
+  return state, new, metrics, gcfg
+
+
+def _max_change(a, b):
+  return max(jax.tree.leaves(jax.tree.map(
+      lambda x, y: float(jnp.max(jnp.abs(x - y))), a, b)))
+
+
+def test_equal_rewards_leave_parameters_unchanged_but_for_the_kl(rl_setup):
+  const = lambda p, t, m, info: jnp.ones(t.shape[0])
+  state, new, _, _ = _one_step(rl_setup, const, 0.0)
+  assert _max_change(state.params, new.params) == 0.0
+  # With a KL term the update is exactly a step on beta * KL alone.
+  state, new, _, gcfg = _one_step(rl_setup, const, 0.5)
+  m, params, ref, batch = rl_setup
+  s = lm_sample.sample(m, params, batch.prompt_BxP, jax.random.key(2),
+                       max_new_tokens=4, num_samples=4,
+                       stop_tokens=(tasks.EOS,))
+  prompts = jnp.repeat(batch.prompt_BxP, 4, 0)
+  ref_lp = grpo.completion_logprobs(m, ref, prompts, s.tokens_NxT)
+
+  def kl_loss(p):
+    lp = grpo.completion_logprobs(m, p, prompts, s.tokens_NxT)
+    k = grpo.k3_kl(lp, ref_lp) * s.mask_NxT
+    return 0.5 * jnp.mean(k.sum(-1) / jnp.maximum(s.mask_NxT.sum(-1), 1))
+
+  want = jax.tree.map(lambda p, g: p - 0.1 * g, params,
+                      jax.grad(kl_loss)(params))
+  assert _max_change(new.params, want) < 1e-6
+  assert _max_change(new.params, params) > 1e-4
+
+
+def test_unequal_rewards_move_the_parameters(rl_setup):
+  """The control of the test above: a reward that varies does move them."""
+  match = lambda p, t, m, target: tasks.exact_match(t, target) + t[:, 0] % 2
+  state, new, metrics, _ = _one_step(rl_setup, match, 0.0)
+  assert _max_change(state.params, new.params) > 1e-4
+  assert np.isfinite(float(metrics['loss']))
+
