@@ -59,7 +59,8 @@ What differs (deliberately left as each library does it):
     spyx's LIF emits H(V^{t-1} - theta) at step t (its output lags one step);
     ours and snntorch emit H(V^t - theta).
   * DGN also computes the conductance trace D^t C and the gated decay
-    rho^t = clip(1 - g_l dt - dt D^t C, 0, 1) (and its gradient w.r.t. C).
+    rho^t = phi(1 - g_l dt - dt D^t C) (`cells.gate`: the identity above
+    rho_floor, a smooth positive tail below it; and its gradient w.r.t. C).
   * spyx's gradient also covers its scalar beta (an nnx.Param): O(batch N)
     per step against the O(batch N^2) matmul.
 Each peer is optional: if its package is missing the row is skipped with a

@@ -10,7 +10,8 @@ input neuron and step), deletion (fraction), temporal jitter (std in steps)
 and Gaussian current noise on every membrane (std in threshold units).
 
 Variants:
-  smoke     (CI, ~1 min) tiny MNIST-1D, 1 epoch, 16 neurons.
+  smoke     (CI, ~30 s) tiny MNIST-1D, 1 epoch, 16 neurons; LIF, PLIF and
+            DGN under insertion and deletion.
   default   (CPU, ~10 min) spiking MNIST-1D (4800 / 1200, 32 Gaussian
             receptive fields, 80 steps), 32 -> 128 -> 10, 40 epochs,
             3 seeds: the claims.
@@ -105,10 +106,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.epochs = 1
     c.batch_size = 50
     c.eval_batch = 50
+    # ALIF, jitter and current noise: the default run (one compile each).
     c.perturbations = ml_collections.ConfigDict(dict(
-        insert=(0.02,), delete=(0.3,), jitter=(1.0,), current=(0.2,)))
-    c.stability.update(steps=400, burn_in=100, trials=2, bisection_steps=6)
-    c.layer_noise.update(examples=8, repeats=4, bisection_steps=6)
+        insert=(0.02,), delete=(0.3,)))
+    c.cells = ('lif', 'plif', 'dgn')
+    c.stability.update(steps=200, burn_in=50, trials=1, bisection_steps=4)
+    c.layer_noise.update(examples=4, repeats=2, bisection_steps=4)
     c.steps_per_chunk = 4
     c.log_every = 2
   elif variant == 'synthetic':

@@ -62,6 +62,7 @@ class State(NamedTuple):
   train: grpo.TrainState
   ref_params: object   # the frozen reference (GRPO); the SFT init otherwise
   key: jax.Array
+  equal_rewards: jax.Array   # 1.0: the control (every reward 1)
 
 
 def _sft_optimizer(cfg):
@@ -79,7 +80,7 @@ def make_sft(cfg):
   def init(key):
     params = model.init(jax.random.fold_in(key, 0))
     return State(grpo.init_state(params, opt), params,
-                 jax.random.fold_in(key, 1))
+                 jax.random.fold_in(key, 1), jnp.zeros(()))
 
   def step(state, t):
     tokens, mask = tasks.sft_sequences(
@@ -90,22 +91,27 @@ def make_sft(cfg):
   return init, step
 
 
-def make_grpo(cfg, equal_rewards: bool = False):
+def make_grpo(cfg):
+  """GRPO from the SFT parameters; init(key, (sft_params, equal_rewards)).
+
+  The control's flag lives in the state, so GRPO and its control are one
+  program (compiled once with a compilation cache).
+  """
   model, task, opt = make_model(cfg), make_task(cfg), _grpo_optimizer(cfg)
   gcfg = grpo_config(cfg)
 
-  def reward(prompts, toks, mask, target):
-    del prompts, mask
-    r = tasks.exact_match(toks, target)
-    return jnp.ones_like(r) if equal_rewards else r
-
-  rl_step = grpo.make_grpo_step(model, opt, reward, gcfg)
-
-  def init(key, sft_params):
+  def init(key, args):
+    sft_params, equal = args
     return State(grpo.init_state(sft_params, opt), sft_params,
-                 jax.random.fold_in(key, 2))
+                 jax.random.fold_in(key, 2), equal)
 
   def step(state, t):
+    def reward(prompts, toks, mask, target):
+      del prompts, mask
+      r = tasks.exact_match(toks, target)
+      return jnp.where(state.equal_rewards > 0, jnp.ones_like(r), r)
+
+    rl_step = grpo.make_grpo_step(model, opt, reward, gcfg)
     k_task, k_sample = jax.random.split(jax.random.fold_in(state.key, t))
     b = task(k_task, cfg.prompts_per_step)
     train, metrics = rl_step(state.train, state.ref_params, b.prompt_BxP,
@@ -158,11 +164,12 @@ def run(r: launch.Run) -> launch.Result:
                 log_every=cfg.log_every, postfix_keys=('loss',))
   sft_params = sft.state.train.params
   acc = {'sft': eval_accuracy(cfg, sft_params)}
-  for phase, equal in (('grpo', False), ('grpo_equal_rewards', True)):
-    init, step = make_grpo(cfg, equal)
+  init, step = make_grpo(cfg)
+  for phase, equal in (('grpo', 0.0), ('grpo_equal_rewards', 1.0)):
+    flags = jnp.full((cfg.num_seeds,), equal, jnp.float32)
     out = r.train(init, step, num_steps=cfg.grpo_steps,
                   chunk_size=cfg.chunk_size, phase=phase,
-                  log_every=cfg.log_every, init_args=sft_params,
+                  log_every=cfg.log_every, init_args=(sft_params, flags),
                   postfix_keys=('reward',))
     acc[phase] = eval_accuracy(cfg, out.state.train.params)
   r.plot(['sft/loss'], 'sft_loss', logy=True, title='SFT cross-entropy')

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
 import sys
 import tempfile
 
+import filelock
 import pytest
 
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
@@ -59,3 +61,33 @@ def assert_missing_data_stops_early(experiment, cfg, tmp_path, dataset):
 @pytest.fixture
 def run_launcher():
   return run_module
+
+
+# One smoke launcher run per experiment per test run, shared by the xdist
+# workers (a file lock per experiment): the launcher test checks its run
+# record and a paper's tests read the same summary, instead of each paying
+# for its own smoke run.
+SMOKE_ROOT = pathlib.Path(tempfile.gettempdir()) / f'iclrjax-smoke-{_RUN}'
+
+
+def smoke_launch(name: str) -> tuple[pathlib.Path, dict[str, str]]:
+  """(workdir, {'returncode', 'stderr'}) of `python -m experiments.<name>
+  --config=configs/<name>.py:smoke`, run once per test run."""
+  SMOKE_ROOT.mkdir(parents=True, exist_ok=True)
+  wd = SMOKE_ROOT / name / 'run'
+  status = SMOKE_ROOT / name / 'status.json'
+  with filelock.FileLock(str(SMOKE_ROOT / f'{name}.lock')):
+    if not status.exists():
+      proc = run_module(f'experiments.{name}',
+                        f'--config=configs/{name}.py:smoke', f'--workdir={wd}')
+      status.write_text(json.dumps({'returncode': proc.returncode,
+                                    'stderr': proc.stderr[-4000:]}))
+  return wd, json.loads(status.read_text())
+
+
+def smoke_summary(name: str) -> dict:
+  """The shared smoke run's summary.json (fails with its stderr if the run
+  failed)."""
+  wd, st = smoke_launch(name)
+  assert st['returncode'] == 0, st['stderr']
+  return json.loads((wd / 'summary.json').read_text())

@@ -16,6 +16,7 @@ from iclrjax.bandits import envs
 from iclrjax.bandits import lkgp
 from iclrjax.core import loop
 from iclrjax.kernels import gp
+from tests.conftest import smoke_launch, smoke_summary
 
 
 @pytest.fixture(autouse=True)
@@ -327,8 +328,9 @@ def test_claims_hold_when_lk_wins_and_their_controls_fail():
   assert len(graph) == 2 and not any(c.holds for c in graph), graph
 
 
-def test_smoke_launcher_run_records_claims_controls_and_plots(tmp_path):
-  summary = exp.EXPERIMENT.execute(lk_config.get_config('smoke'), tmp_path)
+def test_smoke_launcher_run_records_claims_controls_and_plots():
+  summary = smoke_summary('lkgp_bandit')   # the launcher test's run
+  wd, _ = smoke_launch('lkgp_bandit')
   assert len(summary['claims']) == 7
   for c in summary['claims']:
     assert c['control'], c
@@ -337,7 +339,7 @@ def test_smoke_launcher_run_records_claims_controls_and_plots(tmp_path):
   assert set(m['gp_draw_misspec/rho/lk_gp_ucb_ml']['per_seed']) <= {0.1, 1.0}
   for name in ('cumulative_regret_gp_draw', 'cumulative_regret_linear_gob',
                'cumulative_regret_gp_draw_misspec', 'rho_lk_gp_ucb_ml'):
-    assert (tmp_path / 'plots' / f'{name}.png').exists(), name
+    assert (wd / 'plots' / f'{name}.png').exists(), name
 
 
 # -- the default run (slow) ------------------------------------------------------------

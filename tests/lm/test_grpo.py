@@ -80,8 +80,8 @@ def test_sft_loss_is_the_masked_cross_entropy():
   m = lm_model.Model(cfg)
   params = m.init(jax.random.key(0))
   tokens, mask = tasks.sft_sequences(tasks.addition(jax.random.key(1), 4, 2))
-  logits = m.apply(params, tokens)
-  logp = jax.nn.log_softmax(logits, -1)
+  logp = np.asarray(jax.nn.log_softmax(m.apply(params, tokens), -1))
+  tokens, mask = np.asarray(tokens), np.asarray(mask)
   nll = [-logp[b, i - 1, tokens[b, i]] for b in range(4)
          for i in range(tokens.shape[1]) if mask[b, i]]
   np.testing.assert_allclose(grpo.sft_loss(m, params, tokens, mask),
@@ -104,11 +104,15 @@ def _one_step(rl_setup, reward, kl_beta, ref=None):
   gcfg = grpo.GRPOConfig(num_generations=4, max_new_tokens=4,
                          kl_beta=kl_beta, stop_tokens=(tasks.EOS,))
   opt = optax.sgd(0.1)
-  step = jax.jit(grpo.make_grpo_step(m, opt, reward, gcfg))
+  step = _STEPS.setdefault((reward, kl_beta), jax.jit(
+      grpo.make_grpo_step(m, opt, reward, gcfg)))   # one compile per pair
   state = grpo.init_state(params, opt)
   new, metrics = step(state, ref0 if ref is None else ref, batch.prompt_BxP,
                       batch.target_BxT, jax.random.key(2))
   return state, new, metrics, gcfg
+
+
+_STEPS = {}
 
 
 def _max_change(a, b):
@@ -116,13 +120,18 @@ def _max_change(a, b):
       lambda x, y: float(jnp.max(jnp.abs(x - y))), a, b)))
 
 
+def _const(p, t, m, info):
+  del p, m, info
+  return jnp.ones(t.shape[0])
+
+
 def test_equal_rewards_leave_parameters_unchanged_but_for_the_kl(rl_setup):
-  const = lambda p, t, m, info: jnp.ones(t.shape[0])
-  state, new, _, _ = _one_step(rl_setup, const, 0.0)
-  assert _max_change(state.params, new.params) == 0.0
-  # With a KL term the update is exactly a step on beta * KL alone.
-  state, new, _, gcfg = _one_step(rl_setup, const, 0.5)
   m, params, ref, batch = rl_setup
+  # The reference is the policy itself: the KL's gradient is 0 there too.
+  state, new, _, _ = _one_step(rl_setup, _const, 0.5, ref=params)
+  assert _max_change(state.params, new.params) == 0.0
+  # Another reference: the update is exactly a step on beta * KL alone.
+  state, new, _, gcfg = _one_step(rl_setup, _const, 0.5)
   s = lm_sample.sample(m, params, batch.prompt_BxP, jax.random.key(2),
                        max_new_tokens=4, num_samples=4,
                        stop_tokens=(tasks.EOS,))
@@ -143,7 +152,7 @@ def test_equal_rewards_leave_parameters_unchanged_but_for_the_kl(rl_setup):
 def test_unequal_rewards_move_the_parameters(rl_setup):
   """The control of the test above: a reward that varies does move them."""
   match = lambda p, t, m, target: tasks.exact_match(t, target) + t[:, 0] % 2
-  state, new, metrics, _ = _one_step(rl_setup, match, 0.0)
+  state, new, metrics, _ = _one_step(rl_setup, match, 0.5, ref=rl_setup[1])
   assert _max_change(state.params, new.params) > 1e-4
   assert np.isfinite(float(metrics['loss']))
 

@@ -42,7 +42,7 @@ def test_kv_cache_matches_full_forward_at_every_position(setup, use_jit):
   prefill, step = m.prefill, m.decode_step
   if use_jit:
     prefill, step = jax.jit(prefill), jax.jit(step)
-  for p in (1, 5):
+  for p in ((1, 5) if use_jit else (L - 3,)):   # eager: slow per step
     got, cache = _cached_logits(m, params, tokens, p, prefill, step)
     np.testing.assert_allclose(got, full[:, p - 1:], atol=1e-5, rtol=1e-5)
     assert int(cache.index) == L
@@ -97,8 +97,7 @@ def test_attend_matches_a_numpy_transcription():
   np.testing.assert_allclose(got, want, atol=1e-6)
 
 
-@pytest.mark.parametrize('use_jit', [False, True], ids=['eager', 'jit'])
-def test_gradient_probe_custom_mask_is_obeyed(use_jit):
+def test_gradient_probe_custom_mask_is_obeyed():
   """One layer: output i depends on input j != i only through attention to
   key j, so its gradient is zero exactly where the mask is False."""
   cfg = lm_model.Config(vocab_size=V, d_model=16, num_heads=2, num_layers=1,
@@ -116,9 +115,7 @@ def test_gradient_probe_custom_mask_is_obeyed(use_jit):
   def out_i(e, i):
     return m.apply(params, None, mask[None], embeds_BxLxD=e)[0, i] @ probe
 
-  grad = jax.grad(out_i)
-  if use_jit:
-    grad = jax.jit(grad, static_argnums=1)
+  grad = jax.jit(jax.grad(out_i), static_argnums=1)
   for i in range(n):
     g = np.abs(np.asarray(grad(embeds, i))[0]).sum(-1)   # [n] per key j
     for j in range(n):

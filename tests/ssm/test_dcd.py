@@ -12,6 +12,7 @@ from iclrjax.core import data as data_lib
 from iclrjax.ssm import construct
 from iclrjax.ssm import dcd
 from iclrjax.ssm import groups
+from tests.conftest import smoke_summary
 
 
 @pytest.mark.parametrize('dtype', [jnp.complex64, jnp.float32])
@@ -287,9 +288,8 @@ def test_gap_and_curriculum_claims_count_seeds():
 
 
 @pytest.fixture(scope='module')
-def smoke_run(tmp_path_factory):
-  return EXPERIMENT.execute(dc.get_config('smoke'),
-                            tmp_path_factory.mktemp('dcd_smoke'))
+def smoke_run():
+  return smoke_summary('dcd_ssm')   # the launcher test's run (conftest)
 
 
 def test_smoke_run_records_per_seed_metrics_and_controls(smoke_run):
