@@ -5,8 +5,9 @@
 Variants:
   smoke    CI size (a 1-layer D=32 model, a few steps of each phase).
   default  the calibration of ../shared/papers/llm.md A.0: 3-digit addition,
-           a 2-layer D=64 H=4 F=256 decoder, 600 SFT steps of batch 128
-           (AdamW 3e-3, greedy exact-match ~0.19 there), then 200 GRPO
+           a 2-layer D=64 H=4 F=256 decoder, SFT of batch 128 (AdamW 3e-3)
+           until greedy exact-match on a probe set reaches 0.15 (at most
+           1500 steps; 600 gave ~0.19 there), then 200 GRPO
            steps of 32 prompts x G=8 (Adam 1e-4, clip 0.2, beta_KL 0.02),
            3 seeds; the control is the same GRPO with every reward equal.
   paper    the same code at language-model scale for a GPU/TPU: d_model
@@ -42,10 +43,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       d_model=64, num_heads=4, num_layers=2, d_ff=256, max_len=16,
       positions='rope', mlp='gelu', dtype='float32'))
   # SFT.
-  c.sft_steps = 600
+  c.sft_steps = 1500           # at most: the probe usually stops it first
   c.sft_batch = 128
   c.sft_learning_rate = 3e-3
   c.sft_weight_decay = 0.0
+  c.sft_target = 0.15          # a seed's SFT stops once its greedy probe
+  c.probe_size = 128           # accuracy reaches this (llm.md A.0: 0.1-0.6)
   # GRPO (iclrjax/lm/grpo.py).
   c.grpo_steps = 200
   c.prompts_per_step = 32
@@ -71,6 +74,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.num_seeds = 2
     c.num_digits = 1
     c.eval_size = 32
+    c.probe_size = 16
     c.model = ml_collections.ConfigDict(dict(
         d_model=32, num_heads=2, num_layers=1, d_ff=64, max_len=16,
         positions='rope', mlp='gelu', dtype='float32'))

@@ -4,7 +4,10 @@
 
 The substrate is `iclrjax/lm` (model, sample, grpo, tasks); this file wires
 it through the core launcher: phase `sft` (teacher-forced cross-entropy on
-the answer), then from each seed's SFT parameters phase `grpo` (G sampled
+the answer; each seed stops, its parameters frozen, once its greedy
+exact-match on a probe set reaches `sft_target`, so GRPO starts from an
+intermediate checkpoint), then from each seed's SFT parameters phase `grpo`
+(G sampled
 completions per prompt, exact-match reward, eq. 3 of DeepSeekMath with a k3
 KL to the frozen SFT model) and the control phase `grpo_equal_rewards`
 (the same update with every reward 1: zero advantages, only the KL term).
@@ -63,6 +66,8 @@ class State(NamedTuple):
   ref_params: object   # the frozen reference (GRPO); the SFT init otherwise
   key: jax.Array
   equal_rewards: jax.Array   # 1.0: the control (every reward 1)
+  sft_steps: jax.Array       # SFT: steps taken before the probe froze it
+  frozen: jax.Array          # SFT: the probe reached sft_target
 
 
 def _sft_optimizer(cfg):
@@ -77,16 +82,28 @@ def make_sft(cfg):
   model, task, opt = make_model(cfg), make_task(cfg), _sft_optimizer(cfg)
   sft_step = grpo.make_sft_step(model, opt)
 
+  probe = task(jax.random.PRNGKey(EVAL_SEED + 1), cfg.probe_size)
+
   def init(key):
     params = model.init(jax.random.fold_in(key, 0))
     return State(grpo.init_state(params, opt), params,
-                 jax.random.fold_in(key, 1), jnp.zeros(()))
+                 jax.random.fold_in(key, 1), jnp.zeros(()),
+                 jnp.zeros((), jnp.int32), jnp.zeros((), bool))
 
   def step(state, t):
+    """One SFT step, unless this seed's greedy probe accuracy has reached
+    sft_target (then its parameters stay: GRPO starts from an intermediate
+    checkpoint on every seed, not from a solved or a hopeless one)."""
     tokens, mask = tasks.sft_sequences(
         task(jax.random.fold_in(state.key, t), cfg.sft_batch))
-    train, metrics = sft_step(state.train, tokens, mask)
-    return state._replace(train=train), metrics
+    new, metrics = sft_step(state.train, tokens, mask)
+    train = jax.tree.map(lambda a, b: jnp.where(state.frozen, b, a), new,
+                         state.train)
+    acc = _greedy_accuracy(model, train.params, probe)
+    frozen = state.frozen | (acc >= cfg.sft_target)
+    steps = state.sft_steps + (~state.frozen).astype(jnp.int32)
+    return state._replace(train=train, sft_steps=steps, frozen=frozen), {
+        **metrics, 'probe_accuracy': acc}
 
   return init, step
 
@@ -103,7 +120,8 @@ def make_grpo(cfg):
   def init(key, args):
     sft_params, equal = args
     return State(grpo.init_state(sft_params, opt), sft_params,
-                 jax.random.fold_in(key, 2), equal)
+                 jax.random.fold_in(key, 2), equal,
+                 jnp.zeros((), jnp.int32), jnp.ones((), bool))
 
   def step(state, t):
     def reward(prompts, toks, mask, target):
@@ -121,22 +139,24 @@ def make_grpo(cfg):
   return init, step
 
 
+def _greedy_accuracy(model, params, b: tasks.Batch) -> jax.Array:
+  s = lm_sample.sample(model, params, b.prompt_BxP, jax.random.PRNGKey(0),
+                       max_new_tokens=b.target_BxT.shape[1], greedy=True,
+                       stop_tokens=(tasks.EOS,), pad_token=tasks.PAD)
+  return tasks.exact_match(s.tokens_NxT, b.target_BxT).mean()
+
+
 def eval_accuracy(cfg, params_S) -> np.ndarray:
   """Greedy exact-match per seed on the fixed held-out prompts: [S]."""
   model, b = make_model(cfg), make_task(cfg)(
       jax.random.PRNGKey(EVAL_SEED), cfg.eval_size)
-  T = b.target_BxT.shape[1]
-
-  def one(params):
-    s = lm_sample.sample(model, params, b.prompt_BxP, jax.random.PRNGKey(0),
-                         max_new_tokens=T, greedy=True,
-                         stop_tokens=(tasks.EOS,), pad_token=tasks.PAD)
-    return tasks.exact_match(s.tokens_NxT, b.target_BxT).mean()
-
+  one = lambda params: _greedy_accuracy(model, params, b)
   return np.asarray(distributed.to_host(jax.jit(jax.vmap(one))(params_S)))
 
 
-def evaluate_claims(cfg, acc: dict[str, np.ndarray]) -> list[launch.Claim]:
+def evaluate_claims(cfg, acc: dict[str, np.ndarray],
+                    sft_steps: np.ndarray | None = None
+                    ) -> list[launch.Claim]:
   gain = acc['grpo'] - acc['sft']
   c_gain = acc['grpo_equal_rewards'] - acc['sft']
   S = len(gain)
@@ -149,7 +169,11 @@ def evaluate_claims(cfg, acc: dict[str, np.ndarray]) -> list[launch.Claim]:
       evidence=(f'SFT {acc["sft"].mean():.3f} -> GRPO {acc["grpo"].mean():.3f}'
                 f' (per seed SFT {fmt(acc["sft"])}; GRPO {fmt(acc["grpo"])};'
                 f' gain {fmt(gain)}) after {cfg.grpo_steps} steps of '
-                f'{cfg.prompts_per_step} prompts x G={cfg.num_generations}'),
+                f'{cfg.prompts_per_step} prompts x G={cfg.num_generations}'
+                + ('' if sft_steps is None else
+                   '; SFT stopped at greedy probe accuracy >= '
+                   f'{cfg.sft_target} after {", ".join(map(str, sft_steps))}'
+                   f' of {cfg.sft_steps} steps')),
       control=launch.control_text(
           'the same GRPO with every reward equal (zero advantages; only the '
           'KL term)', f'gain {fmt(c_gain)}',
@@ -164,6 +188,7 @@ def run(r: launch.Run) -> launch.Result:
                 log_every=cfg.log_every, postfix_keys=('loss',))
   sft_params = sft.state.train.params
   acc = {'sft': eval_accuracy(cfg, sft_params)}
+  sft_steps = np.asarray(distributed.to_host(sft.state.sft_steps))
   init, step = make_grpo(cfg)
   for phase, equal in (('grpo', 0.0), ('grpo_equal_rewards', 1.0)):
     flags = jnp.full((cfg.num_seeds,), equal, jnp.float32)
@@ -178,8 +203,9 @@ def run(r: launch.Run) -> launch.Result:
          title='mean reward of the sampled completions')
   r.plot(['grpo/kl'], 'grpo_kl', title='k3 KL to the SFT model')
   return launch.Result(
-      metrics={f'greedy_exact_match/{k}': v for k, v in acc.items()},
-      claims=evaluate_claims(cfg, acc))
+      metrics={**{f'greedy_exact_match/{k}': v for k, v in acc.items()},
+               'sft_steps_taken': sft_steps.astype(float)},
+      claims=evaluate_claims(cfg, acc, sft_steps))
 
 
 def check_config(cfg: ml_collections.ConfigDict) -> None:
@@ -199,6 +225,8 @@ EXPERIMENT = launch.Experiment('lm_grpo', run, schema={
     'sft_steps': cfg_lib.Int(min=1), 'grpo_steps': cfg_lib.Int(min=1),
     'sft_batch': cfg_lib.Int(min=1), 'prompts_per_step': cfg_lib.Int(min=1),
     'eval_size': cfg_lib.Int(min=1), 'chunk_size': cfg_lib.Int(min=1),
+    'probe_size': cfg_lib.Int(min=1),
+    'sft_target': cfg_lib.Float(min=0.0, max=1.0),
     'sft_learning_rate': cfg_lib.Float(min=0.0, min_inclusive=False),
     'grpo_learning_rate': cfg_lib.Float(min=0.0, min_inclusive=False),
     'loss_aggregation': cfg_lib.Choice(*grpo.AGGREGATIONS),
