@@ -86,14 +86,26 @@ def make_trainer(net: network.SNN, train_x: jax.Array,
 
 
 def make_evaluator(net: network.SNN, eval_batch: int):
-  """evaluate(params [S, ...], x, y, kind, levels [P], key) -> acc [S, P].
+  """evaluate(params [S, ...], x, y, sweep, key) -> accuracies.
 
-  One compiled function per perturbation kind serves every level (the
-  strength is traced); kind 'clean' ignores levels' values. Each level and
-  seed uses the same perturbation draws (common random numbers).
+  `sweep` maps perturbation kinds (`PERTURBATIONS`) to their levels; the
+  result maps 'clean' to [S] and every kind to [S, P_kind]. The whole sweep
+  is one compiled program per network: a `lax.map` over (kind, level) rows
+  whose `lax.switch` on the kind stays a real branch (the kind is not a
+  vmapped value), and one network pass per row, whose current-noise std is
+  the level on 'current' rows and 0 (exactly clean) on the others. Every
+  row and seed
+  sees the same draws (common random numbers): example i uses key i's split
+  for its input perturbation and its current noise.
   """
+  branches = (lambda k, x, lv: x,
+              *(lambda k, x, lv, kind=kind: perturb.apply(kind, k, x, lv)
+                for kind in perturb.PERTURBATIONS),
+              lambda k, x, lv: x)  # 'current' acts on the membranes
+  current = len(branches) - 1
+  assert len(branches) == 1 + len(PERTURBATIONS)
 
-  def accuracy(params, x, y, kind, level, key):
+  def accuracy(params, x, y, kind_id, level, key):
     nb = x.shape[0] // eval_batch
     xb = x[:nb * eval_batch].reshape(nb, eval_batch, *x.shape[1:])
     yb = y[:nb * eval_batch].reshape(nb, eval_batch)
@@ -104,25 +116,37 @@ def make_evaluator(net: network.SNN, eval_batch: int):
 
       def one(xi, ki):
         kp, kn = jax.random.split(ki)
-        if kind == 'current':
-          return net.apply(params, xi, key=kn, current_noise=level)
-        if kind != 'clean':
-          xi = perturb.apply(kind, kp, xi, level)
-        return net.apply(params, xi)
+        xi = jax.lax.switch(kind_id, branches, kp, xi, level)
+        noise = jnp.where(kind_id == current, level, 0.0)
+        return net.apply(params, xi, key=kn, current_noise=noise)
 
       logits = jax.vmap(one)(xs, ks)
       return (jnp.argmax(logits, -1) == ys).sum()
 
     return jax.lax.map(batch, (xb, yb, keys)).sum() / (nb * eval_batch)
 
-  def _eval(params, x, y, levels, key, kind):
-    f = lambda p, lv: accuracy(p, x, y, kind, lv, key)
-    return jax.vmap(lambda p: jax.vmap(lambda lv: f(p, lv))(levels))(params)
+  @jax.jit
+  def _eval(params, x, y, kind_ids, levels, key):
+    def row(args):
+      kind_id, level = args
+      return jax.vmap(lambda p: accuracy(p, x, y, kind_id, level, key))(
+          params)
+    return jax.lax.map(row, (kind_ids, levels)).T  # [S, rows]
 
-  _eval = jax.jit(_eval, static_argnums=5)
-
-  def evaluate(params, x, y, kind, levels, key):
-    return _eval(params, x, y, jnp.asarray(levels, jnp.float32), key, kind)
+  def evaluate(params, x, y, sweep, key):
+    unknown = set(sweep) - set(PERTURBATIONS)
+    if unknown:
+      raise ValueError(f'Unknown perturbations {sorted(unknown)}; use '
+                       f'{PERTURBATIONS}.')
+    rows = [(0, 0.0)] + [(1 + PERTURBATIONS.index(k), float(lv))
+                         for k, levels in sweep.items() for lv in levels]
+    acc = _eval(params, x, y, jnp.asarray([r[0] for r in rows], jnp.int32),
+                jnp.asarray([r[1] for r in rows], jnp.float32), key)
+    out, j = {'clean': acc[:, 0]}, 1
+    for k, levels in sweep.items():
+      out[k] = acc[:, j:j + len(levels)]
+      j += len(levels)
+    return out
 
   return evaluate
 
@@ -143,10 +167,20 @@ def make_noise_analysis(net: network.SNN, c: ml_collections.ConfigDict):
   return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
 
 
-def membrane_traces(net: network.SNN, params, x: jax.Array, neurons: int = 4):
-  """(v, z) [T, neurons] of the first layer for one example (for plots)."""
-  _, aux = net.apply(params, x, with_aux=True)
-  return aux['v'][:, :neurons], aux['z'][:, :neurons]
+def first_layer_traces(net: network.SNN, params, x: jax.Array,
+                       neurons: int = 4):
+  """For one example x [T, C] and every seed's params [S, ...]: membrane v
+  and spikes z [S, T, neurons] of the first layer (for plots) and its mean
+  rate [S], in one compiled call."""
+
+  @jax.jit
+  def f(params):
+    def one(p):
+      _, aux = net.apply(p, x, with_aux=True)
+      return aux['v'][:, :neurons], aux['z'][:, :neurons], aux['rates'][0]
+    return jax.vmap(one)(params)
+
+  return tuple(np.asarray(distributed.to_host(a)) for a in f(params))
 
 
 def single_neuron_check(c: ml_collections.ConfigDict,
@@ -307,23 +341,18 @@ def run(r: launch.Run) -> launch.Result:
                   log_every=cfg.log_every, postfix_keys=('loss', 'accuracy'))
     params = out.state.params
     evaluate = make_evaluator(net, cfg.eval_batch)
-    clean = host(evaluate(params, test_x, test_y, 'clean', [0.0],
-                          eval_key))[:, 0]
+    acc = {k: host(v) for k, v in evaluate(
+        params, test_x, test_y, dict(cfg.perturbations), eval_key).items()}
+    clean = acc.pop('clean')
     metrics[f'acc_clean/{kind}'] = clean
-    curves[kind] = {}
+    curves[kind] = acc  # kind -> [S, P]
     for pkind, levels in cfg.perturbations.items():
-      acc = host(evaluate(params, test_x, test_y, pkind, list(levels),
-                          eval_key))  # [S, P]
-      curves[kind][pkind] = acc
       for j, lv in enumerate(levels):
-        metrics[f'acc_{pkind}_{lv:g}/{kind}'] = acc[:, j]
-        metrics[f'retention_{pkind}_{lv:g}/{kind}'] = acc[:, j] / clean
-    p0 = jax.tree.map(lambda a: a[0], params)
-    traces[kind] = tuple(np.asarray(a) for a in membrane_traces(
-        net, p0, test_x[0]))
-    rates = jax.vmap(lambda p: net.apply(p, test_x[0], with_aux=True)[1][
-        'rates'][0])(params)
-    metrics[f'rate_hidden/{kind}'] = host(rates)
+        metrics[f'acc_{pkind}_{lv:g}/{kind}'] = acc[pkind][:, j]
+        metrics[f'retention_{pkind}_{lv:g}/{kind}'] = acc[pkind][:, j] / clean
+    v, z, rates = first_layer_traces(net, params, test_x[0])
+    traces[kind] = (v[0], z[0])
+    metrics[f'rate_hidden/{kind}'] = rates
     analyse = make_noise_analysis(net, cfg)
     layer = params['layers'][0]
     variants = {kind: layer}
@@ -340,7 +369,7 @@ def run(r: launch.Run) -> launch.Result:
           metrics[f'noise_var_v/{name}'] / metrics['noise_var_v/lif'])
   _plots(r, cfg, curves, metrics, traces)
   extra = {'dataset': spk.name, 'train_steps': steps}
-  if 'dgn' in cfg.cells:
+  if 'dgn' in cfg.cells and cfg.stability.enabled:
     extra['single_neuron'] = single_neuron_check(
         cfg, jax.random.key(cfg.seed + 778))
   return launch.Result(metrics=metrics, claims=evaluate_claims(cfg, metrics),

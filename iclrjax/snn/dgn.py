@@ -31,6 +31,7 @@ noise the membrane keeps. Two measurements of it:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -136,6 +137,8 @@ def without_conductance(params: cells.Params) -> cells.Params:
   return {**params, 'c_raw': jnp.full_like(params['c_raw'], -jnp.inf)}
 
 
+@functools.partial(jax.jit, static_argnames=('cell', 'repeats', 'burn_in',
+                                             'recurrent'))
 def layer_noise_stats(cell: cells.Cell, params: cells.Params,
                       x_BxTxC: jax.Array, sigma: float, key: jax.Array,
                       repeats: int, burn_in: int, recurrent: bool = False,
@@ -151,6 +154,9 @@ def layer_noise_stats(cell: cells.Cell, params: cells.Params,
     V^t (unbiased), averaged over t >= burn_in, neurons and examples;
     'decay': mean membrane decay (DGN rho^t; LIF beta); all scalars over
     t >= burn_in.
+
+  Jitted (cell, repeats, burn_in and recurrent static); inlined when called
+  under an outer jit, as `matched_rate_noise_stats` does.
   """
   p = {**params, 'w': gain * params['w']}
   x = x_BxTxC.astype(jnp.float32)

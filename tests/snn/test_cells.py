@@ -221,22 +221,26 @@ def test_network_shapes_readouts_and_current_noise():
   x = (jax.random.uniform(jax.random.key(0), (30, 8)) < 0.2).astype(
       jnp.float32)
   for readout in network.READOUTS:
-    net = network.SNN(cells.Cell(kind='dgn', w_gain=3.0), (16, 12), 5,
-                      recurrent=True, readout=readout)
+    # Two recurrent layers for one readout; the readouts differ only after
+    # the last layer, so the other two get one feedforward layer.
+    hidden = (16, 12) if readout == network.READOUTS[0] else (16,)
+    net = network.SNN(cells.Cell(kind='dgn', w_gain=3.0), hidden, 5,
+                      recurrent=len(hidden) == 2, readout=readout)
     p = net.init(jax.random.key(1), 8)
-    assert p['layers'][0]['w'].shape == (8 + 16, 16)
-    logits, aux = net.apply(p, x, with_aux=True)
+    assert p['layers'][0]['w'].shape == (8 + 16 * net.recurrent, 16)
+    def loss(p):
+      logits, aux = net.apply(p, x, with_aux=True)
+      return logits.sum(), (logits, aux)
+    g, (logits, aux) = jax.jit(jax.grad(loss, has_aux=True))(p)
     assert logits.shape == (5,) and aux['v'].shape == (30, 16)
-    g = jax.grad(lambda p: net.apply(p, x).sum())(p)
     assert all(np.isfinite(np.asarray(a)).all() for a in jax.tree.leaves(g))
   net = network.SNN(cells.Cell(kind='lif', w_gain=3.0), (16,), 5)
   p = net.init(jax.random.key(1), 8)
-  clean = net.apply(p, x)
-  np.testing.assert_array_equal(
-      np.asarray(net.apply(p, x, key=jax.random.key(2), current_noise=0.0)),
-      np.asarray(clean))
-  assert not np.allclose(np.asarray(net.apply(
-      p, x, key=jax.random.key(2), current_noise=0.5)), np.asarray(clean))
+  apply = jax.jit(lambda p, noise: net.apply(p, x, key=jax.random.key(2),
+                                             current_noise=noise))
+  clean = jax.jit(net.apply)(p, x)
+  np.testing.assert_array_equal(np.asarray(apply(p, 0.0)), np.asarray(clean))
+  assert not np.allclose(np.asarray(apply(p, 0.5)), np.asarray(clean))
 
 
 def test_bad_cell_config_errors():

@@ -92,7 +92,7 @@ def test_one_compile_for_every_strength_and_vmap(kind):
   assert len(traces) == 1
   np.testing.assert_array_equal(outs[0], x)
   strengths = jnp.array([0.0, 0.1, 0.5])
-  v = jax.vmap(lambda s: perturb.apply(kind, key, x, s))(strengths)
+  v = jax.jit(jax.vmap(lambda s: perturb.apply(kind, key, x, s)))(strengths)
   assert v.shape == (3,) + x.shape
   for i in range(3):  # Same key: vmap matches the per-strength calls.
     np.testing.assert_array_equal(v[i], outs[i])

@@ -26,16 +26,17 @@ def test_associative_scan_equals_sequential(dtype):
   else:
     a, b = mag, jax.random.normal(k3, (T, N))
   h0 = b[5] * 0.3
+  scan = jax.jit(dcd.diag_scan, static_argnames='method')
   for init in (None, h0):
-    h_a = dcd.diag_scan(a, b, init, method='associative')
-    h_s = dcd.diag_scan(a, b, init, method='sequential')
+    h_a = scan(a, b, init, method='associative')
+    h_s = scan(a, b, init, method='sequential')
     np.testing.assert_allclose(h_a, h_s, atol=1e-5, rtol=1e-5)
   # And against a plain loop.
   h, ref = np.zeros(N, np.asarray(b).dtype), []
   for t in range(T):
     h = np.asarray(a[t]) * h + np.asarray(b[t])
     ref.append(h)
-  np.testing.assert_allclose(dcd.diag_scan(a, b), np.stack(ref), atol=1e-5,
+  np.testing.assert_allclose(scan(a, b), np.stack(ref), atol=1e-5,
                              rtol=1e-5)
 
 
@@ -46,12 +47,12 @@ def test_models_run_scans_agree_and_no_dead_parameters(kind, mode):
   y = jax.random.randint(jax.random.key(5), (40,), 0, 6)
   model = dcd.make_model(kind, 2, 6, width=16, state=8, hidden=16,
                          input_mode=mode)
-  params = model.init(jax.random.key(2), x)
-  out = model.apply(params, x)
+  params = jax.jit(model.init)(jax.random.key(2), x)
+  out = jax.jit(model.apply)(params, x)
   assert out.shape == (40, 6) and np.all(np.isfinite(out))
   if kind != 'gru':
     seq = dcd.SeqModel(kind, 2, 6, 6, 16, 8, 16, 0.98, 'sequential', mode)
-    np.testing.assert_allclose(seq.apply(params, x), out, atol=1e-4)
+    np.testing.assert_allclose(jax.jit(seq.apply)(params, x), out, atol=1e-4)
     names = set(params['params']['layer0'])
     assert ({'b_re'} <= names) == (mode == 'additive'), names
     assert ({'h0_re'} <= names) == (mode == 'multiplicative'), names
@@ -59,7 +60,7 @@ def test_models_run_scans_agree_and_no_dead_parameters(kind, mode):
   # Every parameter the model creates gets a gradient: none is dead.
   loss = lambda p: -jnp.take_along_axis(
       jax.nn.log_softmax(model.apply(p, x)), y[:, None], 1).mean()
-  grads = jax.tree_util.tree_leaves_with_path(jax.grad(loss)(params))
+  grads = jax.tree_util.tree_leaves_with_path(jax.jit(jax.grad(loss))(params))
   dead = [jax.tree_util.keystr(k) for k, g in grads if not np.any(g != 0)]
   assert not dead, dead
 
@@ -83,7 +84,7 @@ def test_multiplicative_layer_is_a_product_of_lambdas():
   """With B = 0: h_t = prod_{s<=t} lambda(u_s) h_0 exactly."""
   u = jax.random.normal(jax.random.key(3), (30, 5))
   layer = dcd.DiagLayer('dcd', 4, 8, 0.99, input_mode='multiplicative')
-  params = layer.init(jax.random.key(4), u)
+  params = jax.jit(layer.init)(jax.random.key(4), u)
   p = jax.tree.map(lambda a: a + 0.1 * jax.random.normal(
       jax.random.key(6), a.shape), params)['params']
   lam = jnp.exp(-jnp.abs(u @ p['mag']['kernel'] + p['mag']['bias'])
@@ -93,7 +94,8 @@ def test_multiplicative_layer_is_a_product_of_lambdas():
   feats = jnp.concatenate([h.real, h.imag, u], -1)
   z = jax.nn.gelu(feats @ p['dec_in']['kernel'] + p['dec_in']['bias'])
   want = u + z @ p['dec_out']['kernel'] + p['dec_out']['bias']
-  np.testing.assert_allclose(layer.apply({'params': p}, u), want, atol=1e-4)
+  np.testing.assert_allclose(jax.jit(layer.apply)({'params': p}, u), want,
+                             atol=1e-4)
 
 
 # Other abelian groups: test_one_layer_construction_tracks_abelian_groups_exactly.
@@ -106,9 +108,10 @@ def test_trained_module_with_construction_weights_tracks_at_4096(name):
   x = np.random.default_rng(0).integers(0, g.order, (2, 4096)).astype(
       np.int32)
   # The construction fills exactly the module's own parameter tree.
-  ref = model.init(jax.random.key(0), jnp.asarray(x[0, :4]))
+  ref = jax.eval_shape(model.init, jax.random.key(0), jnp.asarray(x[0, :4]))
   assert jax.tree.structure(ref) == jax.tree.structure(params)
-  assert jax.tree.map(lambda a, b: a.shape == b.shape, ref, params)
+  assert all(jax.tree.leaves(jax.tree.map(lambda a, b: a.shape == b.shape,
+                                          ref, params)))
   logits = jax.jit(jax.vmap(model.apply, in_axes=(None, 0)))(
       params, jnp.asarray(x))
   np.testing.assert_array_equal(np.asarray(logits.argmax(-1)),
@@ -117,7 +120,7 @@ def test_trained_module_with_construction_weights_tracks_at_4096(name):
   y = jnp.asarray(groups.running_products(g, x[:1, :64])[0])
   loss = lambda p: -jnp.take_along_axis(jax.nn.log_softmax(
       model.apply(p, jnp.asarray(x[0, :64])) * 0.1), y[:, None], 1).mean()
-  gm = jax.grad(loss)(params)['params']['layer0']['mag']['bias']
+  gm = jax.jit(jax.grad(loss))(params)['params']['layer0']['mag']['bias']
   assert np.all(np.isfinite(gm)) and np.any(gm != 0)
 
 
