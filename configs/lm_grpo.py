@@ -6,8 +6,9 @@ Variants:
   smoke    CI size (a 1-layer D=32 model, a few steps of each phase).
   default  the calibration of ../shared/papers/llm.md A.0: 3-digit addition,
            a 2-layer D=64 H=4 F=256 decoder, SFT of batch 128 (AdamW 3e-3)
-           until greedy exact-match on a probe set reaches 0.15 (at most
-           1500 steps; 600 gave ~0.19 there), then 200 GRPO
+           until greedy exact-match on a 256-prompt probe set (checked
+           every 10 steps) reaches 0.2 (at most 1500 steps; 600 gave ~0.19
+           there), then 200 GRPO
            steps of 32 prompts x G=8 (Adam 1e-4, clip 0.2, beta_KL 0.02),
            3 seeds; the control is the same GRPO with every reward equal.
   paper    the same code at language-model scale for a GPU/TPU: d_model
@@ -47,8 +48,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.sft_batch = 128
   c.sft_learning_rate = 3e-3
   c.sft_weight_decay = 0.0
-  c.sft_target = 0.15          # a seed's SFT stops once its greedy probe
-  c.probe_size = 128           # accuracy reaches this (llm.md A.0: 0.1-0.6)
+  c.sft_target = 0.2           # a seed's SFT stops once its greedy probe
+  c.probe_size = 256           # accuracy reaches this (llm.md A.0: 0.1-0.6;
+  c.probe_every = 10           # its calibration started GRPO at 0.185)
   # GRPO (iclrjax/lm/grpo.py).
   c.grpo_steps = 200
   c.prompts_per_step = 32
@@ -75,6 +77,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.num_digits = 1
     c.eval_size = 32
     c.probe_size = 16
+    c.probe_every = 2
     c.model = ml_collections.ConfigDict(dict(
         d_model=32, num_heads=2, num_layers=1, d_ff=64, max_len=16,
         positions='rope', mlp='gelu', dtype='float32'))

@@ -68,6 +68,7 @@ class State(NamedTuple):
   equal_rewards: jax.Array   # 1.0: the control (every reward 1)
   sft_steps: jax.Array       # SFT: steps taken before the probe froze it
   frozen: jax.Array          # SFT: the probe reached sft_target
+  probe_accuracy: jax.Array  # SFT: the last probe's greedy exact-match
 
 
 def _sft_optimizer(cfg):
@@ -88,22 +89,32 @@ def make_sft(cfg):
     params = model.init(jax.random.fold_in(key, 0))
     return State(grpo.init_state(params, opt), params,
                  jax.random.fold_in(key, 1), jnp.zeros(()),
-                 jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+                 jnp.zeros((), jnp.int32), jnp.zeros((), bool),
+                 jnp.zeros(()))
 
   def step(state, t):
     """One SFT step, unless this seed's greedy probe accuracy has reached
     sft_target (then its parameters stay: GRPO starts from an intermediate
-    checkpoint on every seed, not from a solved or a hopeless one)."""
+    checkpoint on every seed, not from a solved or a hopeless one). The
+    probe runs every `probe_every` steps (a real branch: t is shared by the
+    seeds), after the update."""
     tokens, mask = tasks.sft_sequences(
         task(jax.random.fold_in(state.key, t), cfg.sft_batch))
     new, metrics = sft_step(state.train, tokens, mask)
     train = jax.tree.map(lambda a, b: jnp.where(state.frozen, b, a), new,
                          state.train)
-    acc = _greedy_accuracy(model, train.params, probe)
+    acc = jax.lax.cond(
+        (t + 1) % cfg.probe_every == 0,
+        lambda: _greedy_accuracy(model, train.params, probe),
+        lambda: state.probe_accuracy)
     frozen = state.frozen | (acc >= cfg.sft_target)
     steps = state.sft_steps + (~state.frozen).astype(jnp.int32)
-    return state._replace(train=train, sft_steps=steps, frozen=frozen), {
-        **metrics, 'probe_accuracy': acc}
+    # metrics['loss'] is the loss of the parameters the step started from:
+    # a frozen seed's logs its kept parameters on a fresh batch.
+    return state._replace(train=train, sft_steps=steps, frozen=frozen,
+                          probe_accuracy=acc), {
+        **metrics, 'probe_accuracy': acc,
+        'frozen': state.frozen.astype(jnp.float32)}
 
   return init, step
 
@@ -121,7 +132,7 @@ def make_grpo(cfg):
     sft_params, equal = args
     return State(grpo.init_state(sft_params, opt), sft_params,
                  jax.random.fold_in(key, 2), equal,
-                 jnp.zeros((), jnp.int32), jnp.ones((), bool))
+                 jnp.zeros((), jnp.int32), jnp.ones((), bool), jnp.zeros(()))
 
   def step(state, t):
     def reward(prompts, toks, mask, target):
@@ -225,7 +236,7 @@ EXPERIMENT = launch.Experiment('lm_grpo', run, schema={
     'sft_steps': cfg_lib.Int(min=1), 'grpo_steps': cfg_lib.Int(min=1),
     'sft_batch': cfg_lib.Int(min=1), 'prompts_per_step': cfg_lib.Int(min=1),
     'eval_size': cfg_lib.Int(min=1), 'chunk_size': cfg_lib.Int(min=1),
-    'probe_size': cfg_lib.Int(min=1),
+    'probe_size': cfg_lib.Int(min=1), 'probe_every': cfg_lib.Int(min=1),
     'sft_target': cfg_lib.Float(min=0.0, max=1.0),
     'sft_learning_rate': cfg_lib.Float(min=0.0, min_inclusive=False),
     'grpo_learning_rate': cfg_lib.Float(min=0.0, min_inclusive=False),
