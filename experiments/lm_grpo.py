@@ -16,6 +16,7 @@ Greedy exact-match is measured on one fixed held-out prompt set.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -159,10 +160,16 @@ def _greedy_accuracy(model, params, b: tasks.Batch) -> jax.Array:
 
 def eval_accuracy(cfg, params_S) -> np.ndarray:
   """Greedy exact-match per seed on the fixed held-out prompts: [S]."""
-  model, b = make_model(cfg), make_task(cfg)(
-      jax.random.PRNGKey(EVAL_SEED), cfg.eval_size)
-  one = lambda params: _greedy_accuracy(model, params, b)
-  return np.asarray(distributed.to_host(jax.jit(jax.vmap(one))(params_S)))
+  b = make_task(cfg)(jax.random.PRNGKey(EVAL_SEED), cfg.eval_size)
+  return np.asarray(distributed.to_host(_eval_accuracy(
+      make_model(cfg), params_S, b.prompt_BxP, b.target_BxT)))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _eval_accuracy(model, params_S, prompt_BxP, target_BxT):
+  """One compiled program for every phase's evaluation."""
+  b = tasks.Batch(prompt_BxP, target_BxT)
+  return jax.vmap(lambda p: _greedy_accuracy(model, p, b))(params_S)
 
 
 def evaluate_claims(cfg, acc: dict[str, np.ndarray],

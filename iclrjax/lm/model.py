@@ -29,6 +29,7 @@ V vocabulary, C cache length.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import flax.linen as nn
@@ -229,8 +230,8 @@ class Model:
     return Decoder(self.cfg)
 
   def init(self, key: jax.Array, length: int | None = None):
-    tokens = jnp.zeros((1, length or min(8, self.cfg.max_len)), jnp.int32)
-    return self.module.init(key, tokens)['params']
+    """Parameters (one compiled initialiser per config and length)."""
+    return _init(self.cfg, key, length or min(8, self.cfg.max_len))
 
   def apply(self, params, tokens_BxL, mask_BxQxK=None, *, embeds_BxLxD=None,
             return_hidden=False):
@@ -286,6 +287,11 @@ class Model:
     if return_hidden:
       return logits[:, 0], new, out[2][:, :, 0]
     return logits[:, 0], new
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _init(cfg: Config, key: jax.Array, length: int):
+  return Decoder(cfg).init(key, jnp.zeros((1, length), jnp.int32))['params']
 
 
 def repeat_cache(cache: Cache, n: int) -> Cache:

@@ -80,12 +80,13 @@ def test_sft_loss_is_the_masked_cross_entropy():
   m = lm_model.Model(cfg)
   params = m.init(jax.random.key(0))
   tokens, mask = tasks.sft_sequences(tasks.addition(jax.random.key(1), 4, 2))
-  logp = np.asarray(jax.nn.log_softmax(m.apply(params, tokens), -1))
+  logp = np.asarray(jax.nn.log_softmax(jax.jit(m.apply)(params, tokens), -1))
+  loss = jax.jit(lambda p, t, k: grpo.sft_loss(m, p, t, k))(params, tokens,
+                                                             mask)
   tokens, mask = np.asarray(tokens), np.asarray(mask)
   nll = [-logp[b, i - 1, tokens[b, i]] for b in range(4)
          for i in range(tokens.shape[1]) if mask[b, i]]
-  np.testing.assert_allclose(grpo.sft_loss(m, params, tokens, mask),
-                             np.mean(nll), rtol=1e-5)
+  np.testing.assert_allclose(loss, np.mean(nll), rtol=1e-5)
 
 
 @pytest.fixture(scope='module')
@@ -136,15 +137,15 @@ def test_equal_rewards_leave_parameters_unchanged_but_for_the_kl(rl_setup):
                        max_new_tokens=4, num_samples=4,
                        stop_tokens=(tasks.EOS,))
   prompts = jnp.repeat(batch.prompt_BxP, 4, 0)
-  ref_lp = grpo.completion_logprobs(m, ref, prompts, s.tokens_NxT)
 
   def kl_loss(p):
+    ref_lp = grpo.completion_logprobs(m, ref, prompts, s.tokens_NxT)
     lp = grpo.completion_logprobs(m, p, prompts, s.tokens_NxT)
     k = grpo.k3_kl(lp, ref_lp) * s.mask_NxT
     return 0.5 * jnp.mean(k.sum(-1) / jnp.maximum(s.mask_NxT.sum(-1), 1))
 
   want = jax.tree.map(lambda p, g: p - 0.1 * g, params,
-                      jax.grad(kl_loss)(params))
+                      jax.jit(jax.grad(kl_loss))(params))
   assert _max_change(new.params, want) < 1e-6
   assert _max_change(new.params, params) > 1e-4
 

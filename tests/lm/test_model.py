@@ -53,28 +53,31 @@ def test_kv_cache_matches_full_forward_at_every_position(setup, use_jit):
 def test_repeat_cache_shares_one_prefill(setup):
   m, params, tokens = setup
   n = 4
-  cache = lm_model.repeat_cache(m.prefill(params, tokens[:, :5]), n)
+  cache = lm_model.repeat_cache(jax.jit(m.prefill)(params, tokens[:, :5]), n)
   chex.assert_shape(cache.k, (2, B * n, 16, 4, 8))
   nxt = jnp.repeat(tokens[:, 5], n)
-  logits, _ = m.decode_step(params, cache, nxt)
-  full = m.apply(params, tokens[:, :6])[:, -1]
+  logits, _ = jax.jit(m.decode_step)(params, cache, nxt)
+  full = jax.jit(m.apply)(params, tokens[:, :6])[:, -1]
   np.testing.assert_allclose(logits, jnp.repeat(full, n, 0), atol=1e-5)
 
 
 def test_hidden_states_per_layer(setup):
   m, params, tokens = setup
-  logits, hidden = m.apply(params, tokens, return_hidden=True)
+  apply = jax.jit(m.apply, static_argnames='return_hidden')
+  logits, hidden = apply(params, tokens, return_hidden=True)
   chex.assert_shape(hidden, (3, B, L, 32))
   embeds = params['embed']['embedding'][tokens]
   if m.cfg.positions == 'rope':
     np.testing.assert_allclose(hidden[0], embeds, atol=1e-6)
   # Decoding returns the same residual streams at the new position.
-  cache = m.prefill(params, tokens[:, :L - 1])
-  _, _, h = m.decode_step(params, cache, tokens[:, -1], return_hidden=True)
+  cache = jax.jit(m.prefill)(params, tokens[:, :L - 1])
+  _, _, h = jax.jit(m.decode_step, static_argnames='return_hidden')(
+      params, cache, tokens[:, -1], return_hidden=True)
   np.testing.assert_allclose(h, hidden[:, :, -1], atol=1e-5)
   # Embeddings in place of tokens give the same logits.
-  np.testing.assert_allclose(m.apply(params, None, embeds_BxLxD=embeds),
-                             logits, atol=1e-6)
+  np.testing.assert_allclose(
+      jax.jit(lambda p, e: m.apply(p, None, embeds_BxLxD=e))(params, embeds),
+      logits, atol=1e-6)
 
 
 def test_attend_matches_a_numpy_transcription():
@@ -115,7 +118,7 @@ def test_gradient_probe_custom_mask_is_obeyed():
   def out_i(e, i):
     return m.apply(params, None, mask[None], embeds_BxLxD=e)[0, i] @ probe
 
-  grad = jax.jit(jax.grad(out_i), static_argnums=1)
+  grad = jax.jit(jax.grad(out_i))   # i traced: one compile for every row
   for i in range(n):
     g = np.abs(np.asarray(grad(embeds, i))[0]).sum(-1)   # [n] per key j
     for j in range(n):
