@@ -50,8 +50,13 @@ def make_task(cfg):
   return tasks.make_task(cfg.task, **kwargs)
 
 
+def task_shapes(cfg) -> tasks.Batch:
+  """Shapes of one task batch (traced only, nothing computed)."""
+  return jax.eval_shape(lambda k: make_task(cfg)(k, 1), jax.random.PRNGKey(0))
+
+
 def grpo_config(cfg) -> grpo.GRPOConfig:
-  target_len = make_task(cfg)(jax.random.PRNGKey(0), 1).target_BxT.shape[1]
+  target_len = task_shapes(cfg).target_BxT.shape[1]
   return grpo.GRPOConfig(
       num_generations=cfg.num_generations, max_new_tokens=target_len,
       temperature=cfg.temperature, clip_eps=cfg.clip_eps,
@@ -229,7 +234,7 @@ def run(r: launch.Run) -> launch.Result:
 def check_config(cfg: ml_collections.ConfigDict) -> None:
   cfg_lib.check(cfg.task in tasks.TASKS, 'task', cfg.task,
                 f'use one of {tasks.TASKS}')
-  b = make_task(cfg)(jax.random.PRNGKey(0), 1)
+  b = task_shapes(cfg)
   total = b.prompt_BxP.shape[1] + b.target_BxT.shape[1]
   cfg_lib.check(total <= cfg.model.max_len, 'model.max_len',
                 cfg.model.max_len,

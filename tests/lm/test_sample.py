@@ -21,11 +21,15 @@ def setup():
   return m, params, prompts
 
 
+# One set of static sampling arguments for the tests below (each distinct
+# set compiles `sample` once).
+KW = dict(max_new_tokens=8, num_samples=3, temperature=0.8, top_k=6)
+
+
 @pytest.mark.parametrize('greedy', [True, False], ids=['greedy', 'sampled'])
 def test_cached_sampling_equals_full_recompute(setup, greedy):
   m, params, prompts = setup
-  kw = dict(max_new_tokens=8, num_samples=3, greedy=greedy, temperature=0.8,
-            top_k=6)
+  kw = dict(KW, greedy=greedy)
   a = lm_sample.sample(m, params, prompts, jax.random.key(2), **kw)
   b = lm_sample.sample(m, params, prompts, jax.random.key(2), use_cache=False,
                        **kw)
@@ -44,7 +48,7 @@ def test_cached_sampling_equals_full_recompute(setup, greedy):
 def test_same_key_same_samples_other_key_other_samples(setup):
   m, params, prompts = setup
   run = lambda k: lm_sample.sample(m, params, prompts, jax.random.key(k),
-                                   max_new_tokens=8, num_samples=2)
+                                   greedy=False, **KW)
   np.testing.assert_array_equal(run(3).tokens_NxT, run(3).tokens_NxT)
   assert not np.array_equal(run(3).tokens_NxT, run(4).tokens_NxT)
 
@@ -81,11 +85,10 @@ def test_sampling_frequencies_match_the_filtered_softmax():
 def test_stop_tokens_pad_and_mask_what_follows(setup):
   m, params, prompts = setup
   free = lm_sample.sample(m, params, prompts, jax.random.key(5),
-                          max_new_tokens=10, num_samples=4)
+                          greedy=False, **KW)
   stop = int(free.tokens_NxT[0, 3])                 # appears in row 0
-  s = lm_sample.sample(m, params, prompts, jax.random.key(5),
-                       max_new_tokens=10, num_samples=4, stop_tokens=(stop,),
-                       pad_token=0)
+  s = lm_sample.sample(m, params, prompts, jax.random.key(5), greedy=False,
+                       stop_tokens=(stop,), pad_token=0, **KW)
   toks, mask = np.asarray(s.tokens_NxT), np.asarray(s.mask_NxT)
   for row, mrow, frow in zip(toks, mask, np.asarray(free.tokens_NxT)):
     hits = np.flatnonzero(frow == stop)

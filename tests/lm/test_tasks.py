@@ -35,18 +35,20 @@ def test_copy_reverse_retrieval_answers():
   k = jax.random.key(1)
   for name, check in (('copy', lambda s, a: s == a),
                       ('reverse', lambda s, a: s[::-1] == a)):
-    b = tasks.make_task(name, length=5)(k, 16)
+    b = jax.jit(tasks.make_task(name, length=5), static_argnums=1)(k, 16)
     for p, t in zip(np.asarray(b.prompt_BxP), np.asarray(b.target_BxT)):
       s = TOK.decode(p)
       assert s.endswith('>') and check(s[:-1], TOK.decode(t))
-  b = tasks.retrieval(k, 32, num_pairs=4)
+  retrieval = jax.jit(tasks.retrieval, static_argnums=(1,),
+                      static_argnames=('num_pairs', 'key_len'))
+  b = retrieval(k, 32, num_pairs=4)
   for p, t in zip(np.asarray(b.prompt_BxP), np.asarray(b.target_BxT)):
     s = TOK.decode(p)
     pairs, q = s.split('?')
     table = dict(zip(pairs[0::2], pairs[1::2]))
     assert len(table) == 4                          # distinct keys
     assert TOK.decode(t) == table[q]
-  b = tasks.retrieval(k, 8, num_pairs=100, key_len=2)   # > 26 keys
+  b = retrieval(k, 8, num_pairs=100, key_len=2)   # > 26 keys
   for p, t in zip(np.asarray(b.prompt_BxP), np.asarray(b.target_BxT)):
     pairs, q = TOK.decode(p).split('?')
     table = {pairs[i:i + 2]: pairs[i + 2] for i in range(0, len(pairs), 3)}
