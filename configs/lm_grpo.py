@@ -86,8 +86,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.grpo_steps = 4
     c.prompts_per_step = 4
     c.num_generations = 4
-    c.chunk_size = 4
-    c.log_every = 2
+    c.chunk_size = 10
+    c.log_every = 5
   elif variant == 'paper':
     c.num_seeds = 3
     c.task = 'retrieval'

@@ -14,6 +14,11 @@ import pytest
 
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 os.environ.setdefault('ICLRJAX_QUIET', '1')
+# The default suite is compile-bound (tiny smoke sizes): XLA's CPU backend at
+# LLVM -O0 compiles ~20% faster (measured on the LM tests: 128 -> 111 s of
+# summed durations) and the programs stay the same HLO. Set XLA_FLAGS to
+# override; launchers and notebooks started by the tests inherit it.
+os.environ.setdefault('XLA_FLAGS', '--xla_backend_optimization_level=0')
 
 # One XLA compilation cache per test run, shared by the xdist workers and by
 # the processes the tests start (launchers, notebook kernels), so a program
