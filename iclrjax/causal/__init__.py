@@ -1,0 +1,1 @@
+"""Causal-effect estimators (front-door learners)."""

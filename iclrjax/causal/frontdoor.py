@@ -1,0 +1,304 @@
+"""Debiased front-door learners for heterogeneous effects (arXiv 2509.22531).
+
+Observed V = (C, X, Z, Y): covariates C [n, d], a binary treatment X, a
+binary mediator Z and an outcome Y; an unobserved U confounds X and Y, and Z
+is unconfounded given (X, C). With the nuisances
+
+  e_x(C) = P(X = x | C),  q(z | x, C) = P(Z = z | X = x, C),
+  m(z, x, C) = E[Y | Z = z, X = x, C],
+
+the front-door CATE is (eq. 4)
+
+  tau_xb(C) = sum_z q(z | xb, C) sum_x e_x(C) m(z, x, C),
+  tau(C) = tau_1(C) - tau_0(C).
+
+Estimators (all on nuisance predictions, pure functions):
+
+* `fd_pi`: the plug-in, eq. 4 with estimated nuisances.
+* `fd_pseudo_outcome`: phi_1 - phi_0 of Def. 2 / Lemma 2,
+    phi_xb = xi_xb (Y - m(Z, X, C)) + pi_xb (r_me(Z, C) - nu_meq(X, C))
+             + s_mqxb(X, C),
+    xi_xb = q(Z | xb, C) / q(Z | X, C),  pi_xb = 1{X = xb} / e_X(C),
+    r_me(z, C) = sum_x m(z, x, C) e_x(C),
+    nu_meq(X, C) = sum_z r_me(z, C) q(z | X, C),
+    s_mqxb(X, C) = sum_z m(z, X, C) q(z | xb, C);
+  E[phi_xb | C] = tau_xb(C), and the bias under estimated nuisances is a sum
+  of products of nuisance errors (doubly robust). FD-DR regresses it on C.
+* FD-R (Prop. 2, Thm 2, Lemma 3): the two partially linear models
+    Z = a(C) + X b(C) + eps_Z,  Y = f(X, C) + Z g(X, C) + eps_Y,
+  tau(C) = b(C) gamma_g(C) with gamma_g(C) = E[g(X, C) | C]; the b-stage
+  R-loss sum (Z - m_Z(C) - (X - e(C)) b(C))^2, the g-stage R-loss
+  sum (Y - m_Y(X, C) - (Z - q(1 | X, C)) g(X, C))^2, and the pseudo-g
+    zeta = (1 - e) g(0, C) + e g(1, C) + (X - e)(g(1, C) - g(0, C)),
+  whose regression on C estimates gamma_g (the first-order error in e
+  cancels); tau_R = b * gamma.
+
+Propensities are clipped only where they divide (`clip_denominator`, to
+[0.05, 0.95] as the reference code does); elsewhere only away from exact
+0 / 1 (`clip_weight`). The structural nuisance noise of the paper's
+simulations, `perturb_nuisances`, adds delta * eps with eps ~ N(n^-1/4,
+n^-1/4) (mean and variance: not centred) to every numerator / plug-in
+nuisance and none of the denominators.
+
+The DGPs (`simulate`) are the reference code's `simulate_fd_data_md` and
+`simulate_fd_data_weak_overlap` in JAX; `true_nuisances` gives their exact
+nuisances (E[U | X, C] by Gauss-Hermite quadrature).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+CLIP_DENOMINATOR = 0.05   # propensities that divide: [0.05, 0.95]
+CLIP_WEIGHT = 1e-6        # everywhere else: away from exact 0 / 1
+KINDS = ('md', 'weak_overlap')
+
+
+class Params(NamedTuple):
+  """Structural coefficients of a DGP (logits of X and Z, outcome of Y)."""
+  beta0: jax.Array
+  beta_c: jax.Array     # [d]
+  beta_u: jax.Array
+  kappa_e: jax.Array    # slope multiplier of X's logit (1: md)
+  alpha0: jax.Array
+  alpha_c: jax.Array    # [d]
+  alpha_x: jax.Array
+  kappa_q: jax.Array    # Z's logit is -kappa_q (...) in weak_overlap, + in md
+  theta0: jax.Array
+  theta_c: jax.Array    # [d]
+  theta_z: jax.Array
+  theta_u: jax.Array
+
+
+class Data(NamedTuple):
+  c: jax.Array          # [n, d]
+  x: jax.Array          # [n] in {0, 1} (float)
+  z: jax.Array          # [n]
+  y: jax.Array          # [n]
+  tau: jax.Array        # [n] true tau(C)
+  params: Params
+
+
+class Nuisances(NamedTuple):
+  """Nuisance predictions at n points (all [n])."""
+  e1: jax.Array         # P(X = 1 | C)
+  q1_1: jax.Array       # P(Z = 1 | X = 1, C)
+  q1_0: jax.Array       # P(Z = 1 | X = 0, C)
+  m00: jax.Array        # m(z=0, x=0, C)
+  m01: jax.Array        # m(z=0, x=1, C)
+  m10: jax.Array        # m(z=1, x=0, C)
+  m11: jax.Array        # m(z=1, x=1, C)
+  m_y: jax.Array        # E[Y | X, C] at the observed X (FD-R's g-stage)
+  m_z: jax.Array        # P(Z = 1 | C) (FD-R's b-stage)
+
+
+def _unit(key, d):
+  w = jax.random.normal(key, (d,))
+  return w / (jnp.linalg.norm(w) + 1e-12)
+
+
+def make_params(key: jax.Array, d: int, kind: str = 'md',
+                kappa: float = 1.0) -> Params:
+  """The reference DGPs' coefficients: random unit directions w_X, w_Z, w_Y.
+
+  md: X ~ Bern(s(0.1 + 0.7 w_X'C + 0.7 U)), Z ~ Bern(s(0.1 + 0.7 w_Z'C
+  + 1.2 X)), Y = 0.7 w_Y'C + 1.4 Z - 2.4 U + N(0, 1).
+  weak_overlap: X ~ Bern(s(kappa (0.2 + 1.2 w_X'C + U))), Z ~ Bern(s(-kappa
+  (0.1 + 0.8 w_Z'C + 1.2 X))), Y = w_Y'C + Z + U + N(0, 1) (the reference's
+  sweep sets kappa_e = kappa_q = kappa).
+  """
+  if kind not in KINDS:
+    raise ValueError(f'Unknown DGP kind {kind!r}: use one of {KINDS}')
+  kx, kz, ky = jax.random.split(key, 3)
+  wx, wz, wy = _unit(kx, d), _unit(kz, d), _unit(ky, d)
+  f = lambda v: jnp.asarray(v, jnp.float32)
+  if kind == 'md':
+    return Params(f(0.1), 0.7 * wx, f(0.7), f(1.0), f(0.1), 0.7 * wz, f(1.2),
+                  f(-1.0), f(0.0), 0.7 * wy, f(1.4), f(-2.4))
+  return Params(f(0.2), 1.2 * wx, f(1.0), f(kappa), f(0.1), 0.8 * wz, f(1.2),
+                f(kappa), f(0.0), 1.0 * wy, f(1.0), f(1.0))
+
+
+def _x_logit(p: Params, c, u):
+  return p.kappa_e * (p.beta0 + c @ p.beta_c + p.beta_u * u)
+
+
+def q1(p: Params, c: jax.Array, x) -> jax.Array:
+  """P(Z = 1 | X = x, C) of the DGP."""
+  return jax.nn.sigmoid(-p.kappa_q * (p.alpha0 + c @ p.alpha_c
+                                      + p.alpha_x * x))
+
+
+def true_tau(p: Params, c: jax.Array) -> jax.Array:
+  """tau(C) = theta_z (q(1 | 1, C) - q(1 | 0, C)) (Z enters Y linearly)."""
+  return p.theta_z * (q1(p, c, 1.0) - q1(p, c, 0.0))
+
+
+def simulate(key: jax.Array, n: int, d: int = 10, kind: str = 'md',
+             kappa: float = 1.0, params: Params | None = None) -> Data:
+  """n draws of the DGP (its coefficients from `key` unless given).
+
+  md keeps the reference's observational paradox: if the sample's
+  E[Y | X = 1] - E[Y | X = 0] is not negative, theta_u is scaled by 1.25 and
+  Y redrawn with the same noise.
+  """
+  kp, kc, ku, kx, kz, ke = jax.random.split(key, 6)
+  p = make_params(kp, d, kind, kappa) if params is None else params
+  c = jax.random.normal(kc, (n, d))
+  u = jax.random.normal(ku, (n,))
+  x = jax.random.bernoulli(kx, jax.nn.sigmoid(_x_logit(p, c, u))).astype(
+      jnp.float32)
+  z = jax.random.bernoulli(kz, q1(p, c, x)).astype(jnp.float32)
+  eps = jax.random.normal(ke, (n,))
+  outcome = lambda th_u: (p.theta0 + c @ p.theta_c + p.theta_z * z + th_u * u
+                          + eps)
+  y = outcome(p.theta_u)
+  if kind == 'md' and params is None:
+    contrast = ((y * x).sum() / x.sum()
+                - (y * (1 - x)).sum() / (1 - x).sum())
+    theta_u = jnp.where(contrast >= 0, 1.25 * p.theta_u, p.theta_u)
+    p = p._replace(theta_u=theta_u)
+    y = outcome(theta_u)
+  return Data(c, x, z, y, true_tau(p, c), p)
+
+
+_GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(64)  # weight exp(-u^2/2)
+_GH_W = _GH_W / _GH_W.sum()                            # E over N(0, 1)
+
+
+def true_nuisances(p: Params, c: jax.Array, x: jax.Array) -> Nuisances:
+  """The DGP's exact nuisances at (C, observed X).
+
+  e1(C) = E_U[s(logit(C, U))] and E[U | X, C] by 64-point Gauss-Hermite
+  quadrature over U ~ N(0, 1); m(z, x, C) = theta0 + theta_c'C + theta_z z
+  + theta_u E[U | X = x, C] (Z is independent of U given (X, C)).
+  """
+  u = jnp.asarray(_GH_X, jnp.float32)
+  w = jnp.asarray(_GH_W, jnp.float32)
+  s = jax.nn.sigmoid(_x_logit(p, c, 0.0)[:, None]
+                     + p.kappa_e * p.beta_u * u[None, :])   # [n, K]
+  e1 = s @ w
+  eu1 = (s * u) @ w / e1
+  eu0 = ((1 - s) * u) @ w / (1 - e1)
+  base = p.theta0 + c @ p.theta_c
+  m = lambda zz, eu: base + p.theta_z * zz + p.theta_u * eu
+  q11, q10 = q1(p, c, 1.0), q1(p, c, 0.0)
+  m_y = jnp.where(x > 0, base + p.theta_u * eu1 + p.theta_z * q11,
+                  base + p.theta_u * eu0 + p.theta_z * q10)
+  m_z = e1 * q11 + (1 - e1) * q10
+  return Nuisances(e1, q11, q10, m(0.0, eu0), m(0.0, eu1), m(1.0, eu0),
+                   m(1.0, eu1), m_y, m_z)
+
+
+# -- clipping and the structural noise -------------------------------------------------
+def clip_weight(p: jax.Array) -> jax.Array:
+  return jnp.clip(p, CLIP_WEIGHT, 1 - CLIP_WEIGHT)
+
+
+def clip_denominator(p: jax.Array) -> jax.Array:
+  return jnp.clip(p, CLIP_DENOMINATOR, 1 - CLIP_DENOMINATOR)
+
+
+def perturb_nuisances(key: jax.Array, nu: Nuisances, delta, n_total: int
+                      ) -> Nuisances:
+  """delta * eps added to e1, q and m (eps ~ N(n^-1/4, n^-1/4), not centred;
+  probabilities re-clipped away from 0 / 1). m_y and m_z, FD-R's residual
+  baselines, are left as fitted, as in the reference code."""
+  mean = float(n_total) ** -0.25
+  std = float(n_total) ** -0.125          # variance n^-1/4
+  keys = jax.random.split(key, 7)
+  noise = lambda k, a: a + delta * (mean + std * jax.random.normal(k, a.shape))
+  return nu._replace(
+      e1=clip_weight(noise(keys[0], nu.e1)),
+      q1_1=clip_weight(noise(keys[1], nu.q1_1)),
+      q1_0=clip_weight(noise(keys[2], nu.q1_0)),
+      m00=noise(keys[3], nu.m00), m01=noise(keys[4], nu.m01),
+      m10=noise(keys[5], nu.m10), m11=noise(keys[6], nu.m11))
+
+
+# -- the estimators on nuisance predictions ---------------------------------------------
+def fd_pi(nu: Nuisances) -> jax.Array:
+  """The plug-in tau(C) of eq. 4: e1 dq (m11 - m01) + e0 dq (m10 - m00)."""
+  dq = nu.q1_1 - nu.q1_0
+  return nu.e1 * dq * (nu.m11 - nu.m01) + (1 - nu.e1) * dq * (nu.m10 - nu.m00)
+
+
+def _m(nu: Nuisances, z, x):
+  return (z * x * nu.m11 + z * (1 - x) * nu.m10 + (1 - z) * x * nu.m01
+          + (1 - z) * (1 - x) * nu.m00)
+
+
+def fd_pseudo_outcome(nu: Nuisances, x: jax.Array, z: jax.Array,
+                      y: jax.Array, den: Nuisances | None = None
+                      ) -> jax.Array:
+  """phi_1 - phi_0 of Def. 2 at each point ([n]).
+
+  `den`: the nuisances whose e1 and q divide (clipped to [0.05, 0.95]);
+  default `nu` (the reference code freezes them before the structural
+  noise, so only numerators carry it).
+  """
+  den = nu if den is None else den
+  e1 = nu.e1
+  q1_x = jnp.where(x > 0, nu.q1_1, nu.q1_0)
+  r1 = nu.m11 * e1 + nu.m01 * (1 - e1)           # r_me(z = 1, C)
+  r0 = nu.m10 * e1 + nu.m00 * (1 - e1)           # r_me(z = 0, C)
+  r_z = jnp.where(z > 0, r1, r0)
+  nu_meq = r1 * q1_x + r0 * (1 - q1_x)
+  m1x, m0x = _m(nu, 1.0, x), _m(nu, 0.0, x)
+  s1 = m1x * nu.q1_1 + m0x * (1 - nu.q1_1)
+  s0 = m1x * nu.q1_0 + m0x * (1 - nu.q1_0)
+  q1_x_den = clip_denominator(jnp.where(x > 0, den.q1_1, den.q1_0))
+  qz_den = jnp.where(z > 0, q1_x_den, 1 - q1_x_den)
+  xi1 = jnp.where(z > 0, nu.q1_1, 1 - nu.q1_1) / qz_den
+  xi0 = jnp.where(z > 0, nu.q1_0, 1 - nu.q1_0) / qz_den
+  e_den = clip_denominator(den.e1)
+  ex_den = jnp.where(x > 0, e_den, 1 - e_den)
+  resid = y - _m(nu, z, x)
+  phi1 = xi1 * resid + x / ex_den * (r_z - nu_meq) + s1
+  phi0 = xi0 * resid + (1 - x) / ex_den * (r_z - nu_meq) + s0
+  return phi1 - phi0
+
+
+def zeta(e1: jax.Array, g1: jax.Array, g0: jax.Array, x: jax.Array
+         ) -> jax.Array:
+  """FD-R's pseudo-g (Lemma 3): E[zeta | C] = E[g(X, C) | C]."""
+  return (1 - e1) * g0 + e1 * g1 + (x - e1) * (g1 - g0)
+
+
+# -- linear learners (closed forms and IRLS) ---------------------------------------------
+def zscore_stats(c: jax.Array) -> tuple[jax.Array, jax.Array]:
+  return c.mean(0), c.std(0) + 1e-12
+
+
+def linear_features(c: jax.Array, stats) -> jax.Array:
+  """[1, zscore(C)]."""
+  mu, sd = stats
+  return jnp.concatenate([jnp.ones((c.shape[0], 1)), (c - mu) / sd], 1)
+
+
+def ridge(features: jax.Array, target: jax.Array, alpha: float = 1e-6,
+          weights: jax.Array | None = None) -> jax.Array:
+  """argmin_w sum_i weights_i (target_i - features_i w)^2 + alpha |w|^2."""
+  w = jnp.ones_like(target) if weights is None else weights
+  a = features.T @ (w[:, None] * features) + alpha * jnp.eye(
+      features.shape[1])
+  return jnp.linalg.solve(a, features.T @ (w * target))
+
+
+def logistic(features: jax.Array, label: jax.Array, l2: float = 1e-4,
+             steps: int = 25) -> jax.Array:
+  """L2-penalised logistic regression by Newton's method (IRLS), jittable."""
+
+  def newton(w, _):
+    p = jax.nn.sigmoid(features @ w)
+    g = features.T @ (p - label) + l2 * w
+    h = features.T @ ((p * (1 - p))[:, None] * features) + l2 * jnp.eye(
+        features.shape[1])
+    return w - jnp.linalg.solve(h, g), None
+
+  w0 = jnp.zeros(features.shape[1])
+  return jax.lax.scan(newton, w0, None, length=steps)[0]
