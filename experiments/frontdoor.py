@@ -195,8 +195,6 @@ def evaluate_claims(cfg, tables) -> list[launch.Claim]:
 
 
 def check_config(c: ml_collections.ConfigDict) -> None:
-  for n in (*c.n_grid, c.fixed_n):
-    cfg_lib.check(n % 6 == 0 or n >= 6, 'n_grid', n, 'need n >= 6')
   missing = [n for n in c.claim_ns if n not in c.n_grid]
   cfg_lib.check(not missing, 'claim_ns', c.claim_ns,
                 f'every n must be in n_grid {tuple(c.n_grid)}')
