@@ -47,12 +47,7 @@ def make_setting(n: int, d: int, kind: str):
   def step(state, t):
     del t
     kd, ke = jax.random.split(state.key)
-    if kind == 'md':
-      data = fd.simulate(kd, n, d, kind)
-    else:
-      params = fd.make_params(jax.random.fold_in(kd, 1), d, kind)
-      params = params._replace(kappa_e=state.kappa, kappa_q=state.kappa)
-      data = fd.simulate(kd, n, d, kind, params=params)
+    data = fd.simulate(kd, n, d, kind, state.kappa)   # md ignores kappa
     est = {**fd.estimate_two_fold(ke, data, state.delta),
            'fd_r3': fd.estimate_fd_r3(ke, data, state.delta)}
     r = jnp.stack([fd.rmse(est[k], data.tau) for k in ESTIMATORS])

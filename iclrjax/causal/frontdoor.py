@@ -316,7 +316,8 @@ class LinearNuisances(NamedTuple):
 
 
 def _with(cols, base):
-  return jnp.concatenate([jnp.stack(cols, 1), base[:, 1:]], 1) if cols else base
+  """[cols..., zC] from base = [1, zC]."""
+  return jnp.concatenate([jnp.stack(cols, 1), base[:, 1:]], 1)
 
 
 def fit_linear(c, x, z, y, l2: float = 1e-4,
@@ -374,17 +375,18 @@ def fd_r_stages(c, x, z, y, nu: Nuisances, c_eval, x_eval, nu_eval,
 def estimate_two_fold(key: jax.Array, data: Data, delta=0.0) -> dict:
   """FD-PI, FD-DR and FD-R with 2-fold cross-fitting (n even): nuisances
   from one half, pseudo-outcomes and final stages on the other, both ways.
-  Returns out-of-fold tau-hat [n] per estimator (in data order)."""
+  Returns out-of-fold tau-hat [n] per estimator (in data order); with n
+  odd the second half has the extra point."""
   n = data.x.shape[0]
   kp, kn = jax.random.split(key)
   perm = jax.random.permutation(kp, n)
-  halves = perm[: n // 2], perm[n // 2: 2 * (n // 2)]
+  halves = perm[: n // 2], perm[n // 2:]
   out = {k: jnp.zeros(n) for k in ('fd_pi', 'fd_dr', 'fd_r')}
   for k, (tr, te) in enumerate(((halves[0], halves[1]),
                                 (halves[1], halves[0]))):
-    sub = lambda a, i: a[i]
-    c, x, z, y = (sub(a, te) for a in (data.c, data.x, data.z, data.y))
-    w = fit_linear(*(sub(a, tr) for a in (data.c, data.x, data.z, data.y)))
+    arrays = (data.c, data.x, data.z, data.y)
+    c, x, z, y = (a[te] for a in arrays)
+    w = fit_linear(*(a[tr] for a in arrays))
     fitted = predict_linear(w, c, x)
     nu = perturb_nuisances(jax.random.fold_in(kn, k), fitted, delta, n)
     out['fd_pi'] = out['fd_pi'].at[te].set(fd_pi(nu))
@@ -398,13 +400,13 @@ def estimate_two_fold(key: jax.Array, data: Data, delta=0.0) -> dict:
 def estimate_fd_r3(key: jax.Array, data: Data, delta=0.0) -> jax.Array:
   """FD-R3: three folds; nuisances on D1, b and g on D2, zeta and its
   regression on D3; D1 and D2 swapped and the two predictions averaged;
-  D3 rotates over the folds. Returns tau-hat [n] (n divisible by 3 uses
-  every point; a remainder is left at 0)."""
+  D3 rotates over the folds. Returns tau-hat [n] for every point (the
+  third fold takes the remainder of n / 3, as in the reference)."""
   n = data.x.shape[0]
   kp, kn = jax.random.split(key)
   k3 = n // 3
   perm = jax.random.permutation(kp, n)
-  folds = [perm[i * k3:(i + 1) * k3] for i in range(3)]
+  folds = [perm[:k3], perm[k3:2 * k3], perm[2 * k3:]]
   tau = jnp.zeros(n)
   arrays = (data.c, data.x, data.z, data.y)
   for t in range(3):
