@@ -15,8 +15,10 @@ Variants:
   default  the paper notes' calibration: d = 10, 5 replications, n in
            {1000, 2500, 5000, 10000, 20000} at delta = 0.5 and at 0, the
            delta sweep and the weak-overlap sweep (kappa 2 .. 10) at
-           n = 5000; linear / logistic nuisances.
-  paper    the reference's grids: n up to 50000, 10 replications.
+           n = 5000; linear / logistic nuisances (nuisance = 'linear').
+  paper    the reference's grids and learners: n up to 50000, 10
+           replications, XGBoost nuisances (nuisance = 'xgb': 50 trees,
+           depth 3, learning rate 0.1, subsample and colsample 0.9).
 
 Pass criteria (default): at delta = 0.5, RMSE(FD-DR) and RMSE(FD-R) below
 RMSE(FD-PI) at every n in `claim_ns`; the log-log slope of FD-DR's RMSE
@@ -37,6 +39,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.seed = 0
   c.num_seeds = 5              # replications (vmapped)
   c.d = 10
+  c.nuisance = 'linear'        # 'linear' | 'xgb' | 'mlp' (fd.LEARNERS)
   c.n_grid = (1000, 2500, 5000, 10000, 20000)
   c.claim_ns = (2500, 5000, 10000, 20000)
   c.delta = 0.5                # structural noise of the n sweep
@@ -59,4 +62,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   elif variant == 'paper':
     c.num_seeds = 10
     c.n_grid = (1000, 2500, 5000, 10000, 20000, 50000)
+    c.nuisance = 'xgb'
   return c

@@ -54,6 +54,19 @@ def test_config_errors_name_the_field():
     launch.validate(c, exp.EXPERIMENT.schema, exp.check_config)
 
 
+def test_unknown_nuisance_learner_is_a_one_line_error():
+  c = fd_config.get_config('smoke')
+  c.nuisance = 'xgboost'
+  with pytest.raises(cfg_lib.ConfigError,
+                     match=r"nuisance='xgboost'.*'linear', 'xgb', 'mlp'"):
+    launch.validate(c, exp.EXPERIMENT.schema, exp.check_config)
+
+
+def test_paper_variant_uses_the_references_xgboost_nuisances():
+  assert fd_config.get_config('paper').nuisance == 'xgb'
+  assert fd_config.get_config().nuisance == 'linear'
+
+
 def test_smoke_run_has_every_setting_per_replication():
   s = smoke_summary('frontdoor')
   cfg = fd_config.get_config('smoke')
