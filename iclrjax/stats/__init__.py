@@ -1,0 +1,1 @@
+"""Statistical-learning methods (weak-to-strong generalization, ...)."""
