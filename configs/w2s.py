@@ -72,6 +72,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   t.min_rise = 0.1               # far end >= (1 + min_rise) x the minimum
   t.min_align_drop = 0.1         # gain(align 0.9) <= (1 - drop) gain(0)
   t.closed_form_tol = 0.3
+  t.points_per_phase = 0         # sweep points vmapped together (0: all)
 
   g = c.digits = ml_collections.ConfigDict()
   g.eta_o = 0.05                 # the benchmark's natural minority fraction
@@ -95,6 +96,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   e.fraction = 0.5               # p: the lowest-entropy fraction kept
   e.q = 0.7                      # GCE
   e.labels = 'student'           # or 'teacher'
+  e.grid_fractions = (0.3, 0.5, 0.8)   # reported beside the claim (p, q)
+  e.grid_qs = (0.3, 0.7)
 
   if variant == 'smoke':
     c.num_seeds = 2
@@ -106,11 +109,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     g.chunk_size = 10
     g.student_widths, g.student_hidden = (8,), 16
     g.min_wins = 2
+    e.grid_fractions, e.grid_qs = (0.3,), (0.7,)
   elif variant == 'paper':
     c.num_seeds = 10
     t.d_z = 2048
     t.n = 32768
     t.big_n = 32768
+    t.points_per_phase = 1       # ~1.6 GB of features per (point, seed)
     g.pretrain_steps = 3000
     g.teacher_steps = g.head_steps = 1000
     g.min_wins = 8

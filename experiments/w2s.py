@@ -103,13 +103,20 @@ def run_theory(r: launch.Run) -> dict[str, np.ndarray]:
   for align_to, names in groups.items():
     points = [p for n in names for p in sweeps[n]]
     init, step = make_theory(cfg.theory, align_to)
-    args = jnp.repeat(jnp.asarray(points, jnp.float32), S, axis=0)
-    res = r.train(init, step, num_steps=1, chunk_size=1,
-                  phase=f'theory_{align_to}', num_seeds=len(points) * S,
-                  seed_ids=list(range(S)) * len(points), init_args=args,
-                  log_every=1)
-    risks = np.asarray(distributed.to_host(res.state.risks)).reshape(
-        len(points), S, len(THEORY_KEYS))
+    k = cfg.theory.points_per_phase or len(points)
+    risks = []
+    for i in range(0, len(points), k):
+      part = points[i:i + k]
+      args = jnp.repeat(jnp.asarray(part, jnp.float32), S, axis=0)
+      suffix = f'_{i // k}' if k < len(points) else ''
+      res = r.train(init, step, num_steps=1, chunk_size=1,
+                    phase=f'theory_{align_to}{suffix}',
+                    num_seeds=len(part) * S,
+                    seed_ids=list(range(S)) * len(part), init_args=args,
+                    log_every=1)
+      risks.append(np.asarray(distributed.to_host(res.state.risks)).reshape(
+          len(part), S, len(THEORY_KEYS)))
+    risks = np.concatenate(risks)
     i = 0
     for n in names:
       out[n] = risks[i:i + len(sweeps[n])]
@@ -118,6 +125,33 @@ def run_theory(r: launch.Run) -> dict[str, np.ndarray]:
 
 
 # -- Part B: spurious digits --------------------------------------------------
+
+
+def max_pool_2x2(x: jax.Array) -> jax.Array:
+  """2x2 max-pooling by a reshape (even H, W): under the seeds' vmap it stays
+  a plain reduction, where `nn.max_pool`'s batched reduce_window and its
+  gradient run ~2.5x slower on CPU."""
+  b, h, w, c = x.shape
+  return x.reshape(b, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
+
+class Conv3x3(nn.Module):
+  """A 3x3 'SAME' convolution as im2col + one matmul (the same function and
+  parameter shapes as `nn.Conv(features, (3, 3))`): vmapped over seeds it is
+  a batched matmul, where XLA's CPU grouped convolution ran 4x slower."""
+  features: int
+
+  @nn.compact
+  def __call__(self, x_BxHxWxC):
+    c = x_BxHxWxC.shape[-1]
+    kernel = self.param('kernel', nn.initializers.lecun_normal(),
+                        (3, 3, c, self.features))
+    bias = self.param('bias', nn.initializers.zeros, (self.features,))
+    h, w = x_BxHxWxC.shape[1:3]
+    xp = jnp.pad(x_BxHxWxC, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    cols = jnp.concatenate([xp[:, i:i + h, j:j + w] for i in range(3)
+                            for j in range(3)], axis=-1)
+    return cols @ kernel.reshape(9 * c, self.features) + bias
 
 
 class ConvNet(nn.Module):
@@ -129,7 +163,7 @@ class ConvNet(nn.Module):
   @nn.compact
   def __call__(self, x, features_only: bool = False):
     for w in self.widths:
-      x = nn.max_pool(nn.relu(nn.Conv(w, (3, 3))(x)), (2, 2), (2, 2))
+      x = max_pool_2x2(nn.relu(Conv3x3(w)(x)))
     h = nn.relu(nn.Dense(self.hidden)(x.reshape(x.shape[0], -1)))
     return h if features_only else nn.Dense(self.num_classes)(h)
 
@@ -173,35 +207,36 @@ class NetState(NamedTuple):
   params: Any
   opt_state: Any
   key: jax.Array
-  point: jax.Array    # eta of the training data (teacher) or unused
+  pool: jax.Array       # [m] the train digits this net learns from
+  minority: jax.Array   # [m] 1: shown on the background opposing its label
 
 
-def make_net_trainer(net: ConvNet, tx, batch_size: int, pool_index: int,
-                     g, target: str):
+def make_net_trainer(net: ConvNet, tx, batch_size: int, n_train: int,
+                     pool_index: int, g, target: str):
   """init(key, eta) and step(state, t, data) training `net` on a pool of
-  the seed's train digits: `target='digit'` with backgrounds at random (the
-  student's pretraining), `'label'` on the pool drawn once from D(eta)."""
+  the seed's train digits: `target='digit'` with backgrounds at random each
+  step (the student's pretraining), `'label'` on the pool drawn once from
+  D(eta) (the teacher's labelled set)."""
 
   def init(key, eta):
     params = net.init(jax.random.fold_in(key, 1),
                       jnp.zeros((1, datasets.SIDE, datasets.SIDE, 3)))
-    return NetState(params, tx.init(params), key, eta)
+    pool = pools(key, n_train, g)[pool_index]
+    minority = (jax.random.uniform(jax.random.fold_in(key, 4), pool.shape)
+                < eta).astype(jnp.int32)
+    return NetState(params, tx.init(params), key, pool, minority)
 
   def step(state, t, data: Digits):
-    pool = pools(state.key, data.label.shape[0], g)[pool_index]
     pos = data_lib.batch_indices(jax.random.fold_in(state.key, 2), t,
-                                 pool.shape[0], batch_size)
-    idx = pool[pos]
+                                 state.pool.shape[0], batch_size)
+    idx = state.pool[pos]
     if target == 'digit':
-      eta = 0.5 * jnp.ones(())
       k_bg = jax.random.fold_in(jax.random.fold_in(state.key, 3), t)
-      x, _, _ = draw(k_bg, data, idx, eta)
+      x, _, _ = draw(k_bg, data, idx, 0.5)
       y = data.digit[idx]
-    else:   # the pool's backgrounds are fixed for the run (one draw)
-      minority = (jax.random.uniform(jax.random.fold_in(state.key, 4),
-                                     pool.shape) < state.point).astype(jnp.int32)
-      bg = data.label[idx] ^ minority[pos]
-      x, y = data.images[idx, bg], data.label[idx]
+    else:
+      x = data.images[idx, data.label[idx] ^ state.minority[pos]]
+      y = data.label[idx]
     x, y = distributed.shard_batch((x, y))
     (loss, acc), grads = jax.value_and_grad(
         lambda p: _ce(net.apply(p, x), y), has_aux=True)(state.params)
@@ -236,6 +271,7 @@ class HeadsState(NamedTuple):
   teacher: Any
   eta_u: jax.Array
   group_acc: jax.Array   # [len(HEADS), NUM_GROUPS]
+  grid_acc: jax.Array    # [len(grid(e)), NUM_GROUPS]: Enhanced over (p, q)
   pseudo_acc: jax.Array
   subset_minority: jax.Array   # minority fraction of Enhanced's subset
 
@@ -250,7 +286,8 @@ def make_heads(cfg):
   def init(key, args):
     student, teacher, eta_u = args
     return HeadsState(key, student, teacher, eta_u,
-                      jnp.zeros((len(HEADS), NUM_GROUPS)), jnp.zeros(()),
+                      jnp.zeros((len(HEADS), NUM_GROUPS)),
+                      jnp.zeros((len(grid(e)), NUM_GROUPS)), jnp.zeros(()),
                       jnp.zeros(()))
 
   def step(state, t, data):
@@ -269,24 +306,32 @@ def make_heads(cfg):
                                             3)
     everyone = jnp.ones(unl.shape, bool)
     h_w2s = w2s.fit_head(k_w2s, f_u, pseudo, everyone, num_classes=2, **fit)
-    enh = lambda subset: w2s.enhanced_w2s(
-        k_enh, f_u, h_w2s, pseudo, fraction=e.fraction, q=e.q,
-        labels=e.labels, subset=subset, **fit)
+    enh = lambda subset, p=e.fraction, q=e.q: w2s.enhanced_w2s(
+        k_enh, f_u, h_w2s, pseudo, fraction=p, q=q, labels=e.labels,
+        subset=subset, **fit)
     h_enh, h_rand = enh('entropy'), enh('random')
+    h_grid = [enh('entropy', p, q) for p, q in grid(e)]
     h_ceil = w2s.fit_head(k_ceil, f_u, y_u, everyone, num_classes=2, **fit)
     head_fn = lambda h: (lambda x: w2s.head_logits(h, norm(feats(x))))
     fns = [lambda x: teacher_net.apply(state.teacher, x)] + [
         head_fn(h) for h in (h_w2s, h_enh, h_rand, h_ceil)]
     acc = jnp.stack([group_accuracy(f, test) for f in fns])
+    grid_acc = jnp.stack([group_accuracy(head_fn(h), test) for h in h_grid])
     mask = w2s.confident_subset(w2s.head_logits(h_w2s, f_u), e.fraction)
     sub_min = jnp.sum(mask * minority) / jnp.sum(mask)
-    new = state._replace(group_acc=acc,
+    new = state._replace(group_acc=acc, grid_acc=grid_acc,
                          pseudo_acc=jnp.mean(pseudo == y_u),
                          subset_minority=sub_min)
     return new, {**{f'acc/{h}': acc[i].mean() for i, h in enumerate(HEADS)},
                  'pseudo_acc': new.pseudo_acc, 'subset_minority': sub_min}
 
   return init, step
+
+
+def grid(e) -> list[tuple[float, float]]:
+  """The (p, q) grid of Enhanced-W2S reported beside the claim's a-priori
+  setting (the paper tunes p and q)."""
+  return [(p, q) for p in e.grid_fractions for q in e.grid_qs]
 
 
 def settings(g) -> list[tuple[str, float, float]]:
@@ -306,15 +351,16 @@ def run_digits(r: launch.Run) -> dict[str, dict[str, np.ndarray]]:
   test = _to_device(datasets.load_spurious_digits('test', data_dir))
   teacher_net, student_net = _nets(g)
   n_steps = lambda k: dict(num_steps=k, chunk_size=min(g.chunk_size, k))
+  n_train = int(train.label.shape[0])
   init, step = make_net_trainer(student_net, optax.adam(g.lr), g.batch_size,
-                                0, g, 'digit')
+                                n_train, 0, g, 'digit')
   student = r.train(init, step, phase='pretrain', data=train,
                     init_args=jnp.full((S,), 0.5),
                     **n_steps(g.pretrain_steps)).state.params
   out = {}
   for name, eta_l, eta_u in settings(g):
     init, step = make_net_trainer(teacher_net, optax.adam(g.lr),
-                                  g.teacher_batch_size, 1, g, 'label')
+                                  g.teacher_batch_size, n_train, 1, g, 'label')
     teacher = r.train(init, step, phase=f'teacher_{name}', data=train,
                       init_args=jnp.full((S,), eta_l),
                       **n_steps(g.teacher_steps)).state.params
@@ -324,6 +370,7 @@ def run_digits(r: launch.Run) -> dict[str, dict[str, np.ndarray]]:
                   init_args=(student, teacher, jnp.full((S,), eta_u)))
     st = distributed.to_host(res.state)
     out[name] = {'group_acc': np.asarray(st.group_acc),
+                 'grid_acc': np.asarray(st.grid_acc),
                  'pseudo_acc': np.asarray(st.pseudo_acc),
                  'subset_minority': np.asarray(st.subset_minority)}
   return out
@@ -349,6 +396,9 @@ def run(r: launch.Run) -> launch.Result:
     for i, h in enumerate(HEADS):
       metrics[f'digits_{name}/acc_{h}'] = d['group_acc'][:, i].mean(-1)
       metrics[f'digits_{name}/worst_group_{h}'] = d['group_acc'][:, i].min(-1)
+    for (p, q), v in zip(grid(cfg.enhanced), np.moveaxis(d['grid_acc'], 1, 0)):
+      tag = f'p{data_lib.name_number(p)}_q{data_lib.name_number(q)}'
+      metrics[f'digits_{name}/acc_enhanced_{tag}'] = v.mean(-1)
     metrics[f'digits_{name}/pseudo_acc'] = d['pseudo_acc']
     metrics[f'digits_{name}/subset_minority'] = d['subset_minority']
   _plots(r, cfg, theory, digits)
@@ -503,6 +553,12 @@ def evaluate_claims(cfg, theory, digits) -> list[launch.Claim]:
   wins_r = {n: int(np.sum(acc(d, 'enhanced_random') > acc(d, 'w2s')))
             for n, d in digits.items()}
   S = cfg.num_seeds
+  grid_wins = lambda d: [int(np.sum(v.mean(-1) > acc(d, 'w2s')))
+                         for v in np.moveaxis(d['grid_acc'], 1, 0)]
+  grid_text = '; '.join(
+      f'{n}: ' + ', '.join(f'p{p:g}/q{q:g} {w}/{S}' for (p, q), w in
+                           zip(grid(cfg.enhanced), grid_wins(d)))
+      for n, d in digits.items())
   summary = lambda d: (f'teacher {acc(d, "teacher").mean():.3f}, W2S '
                        f'{acc(d, "w2s").mean():.3f}, Enhanced '
                        f'{acc(d, "enhanced").mean():.3f}, ceiling '
@@ -513,8 +569,9 @@ def evaluate_claims(cfg, theory, digits) -> list[launch.Claim]:
              f'vanilla W2S in >= {g.min_wins}/{S} seeds in both mismatch '
              'settings (spurious digits, balanced test accuracy).'),
       holds=all(w >= g.min_wins for w in wins.values()),
-      evidence='; '.join(f'{n}: {wins[n]}/{S} seeds ({summary(d)})'
-                         for n, d in digits.items()),
+      evidence=('; '.join(f'{n}: {wins[n]}/{S} seeds ({summary(d)})'
+                          for n, d in digits.items())
+                + f'. Over the (p, q) grid (wins vs W2S): {grid_text}'),
       control=launch.control_text(
           'retraining on a random subset of the same size (no entropy '
           'ranking)', ', '.join(f'{n}: {w}/{S}' for n, w in wins_r.items()),
@@ -565,6 +622,7 @@ EXPERIMENT = launch.Experiment('w2s', run, schema={
                                                     max_inclusive=False),
                                  min_len=2),
     'theory.align_eta_l': _ETA,
+    'theory.points_per_phase': cfg_lib.Int(min=0),
     'digits.eta_o': _ETA,
     'digits.num_pretrain': cfg_lib.Int(min=10),
     'digits.num_labelled': cfg_lib.Int(min=10),
@@ -572,6 +630,10 @@ EXPERIMENT = launch.Experiment('w2s', run, schema={
     'enhanced.fraction': cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False),
     'enhanced.q': cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False),
     'enhanced.labels': cfg_lib.Choice(*w2s.LABEL_SOURCES),
+    'enhanced.grid_fractions': cfg_lib.Seq(
+        item=cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False)),
+    'enhanced.grid_qs': cfg_lib.Seq(
+        item=cfg_lib.Float(min=0.0, max=1.0, min_inclusive=False)),
 }, check_fn=check_config)
 
 if __name__ == '__main__':
