@@ -90,6 +90,13 @@ def smoke_launch(name: str) -> tuple[pathlib.Path, dict[str, str]]:
   return wd, json.loads(status.read_text())
 
 
+def find_claim(summary: dict, prefix: str) -> dict:
+  """The one claim of a summary whose statement starts with `prefix`."""
+  hits = [c for c in summary['claims'] if c['claim'].startswith(prefix)]
+  assert len(hits) == 1, (prefix, [c['claim'] for c in summary['claims']])
+  return hits[0]
+
+
 def smoke_summary(name: str) -> dict:
   """The shared smoke run's summary.json (fails with its stderr if the run
   failed)."""

@@ -16,7 +16,7 @@ from iclrjax.bandits import envs
 from iclrjax.bandits import lkgp
 from iclrjax.core import loop
 from iclrjax.kernels import gp
-from tests.conftest import smoke_launch, smoke_summary
+from tests.conftest import smoke_launch, smoke_summary, find_claim as _claim
 
 
 @pytest.fixture(autouse=True)
@@ -347,12 +347,6 @@ def test_smoke_launcher_run_records_claims_controls_and_plots():
 def default_run(tmp_path_factory):
   wd = tmp_path_factory.mktemp('lkgp_default')
   return exp.EXPERIMENT.execute(lk_config.get_config(), wd), wd
-
-
-def _claim(summary, prefix):
-  hits = [c for c in summary['claims'] if c['claim'].startswith(prefix)]
-  assert len(hits) == 1, prefix
-  return hits[0]
 
 
 @pytest.mark.slow

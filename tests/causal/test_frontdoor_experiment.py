@@ -7,7 +7,7 @@ from configs import frontdoor as fd_config
 from experiments import frontdoor as exp
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import launch
-from tests.conftest import smoke_summary
+from tests.conftest import smoke_summary, find_claim as _claim
 
 
 def _tables(cfg, pi, dr, r, pi0, dr0, r0, k_dr, k_r):
@@ -86,11 +86,6 @@ def default_summary(tmp_path_factory):
   Its record: results/frontdoor/default/summary.json."""
   return exp.EXPERIMENT.execute(fd_config.get_config(),
                                 tmp_path_factory.mktemp('frontdoor') / 'run')
-
-
-def _claim(summary, start):
-  (c,) = [c for c in summary['claims'] if c['claim'].startswith(start)]
-  return c
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ import pytest
 from iclrjax.core import loop
 from iclrjax.diffusion import dlm
 from iclrjax.diffusion import dlm_learned as dl
+from tests.conftest import find_claim as _claim
 
 
 # -- languages and metrics ---------------------------------------------------------------
@@ -456,12 +457,6 @@ def dlm_default(tmp_path_factory):
   from experiments.dlm import EXPERIMENT  # pylint: disable=g-import-not-at-top
   return EXPERIMENT.execute(dlm_config.get_config(),
                             tmp_path_factory.mktemp('dlm') / 'run')
-
-
-def _claim(summary, prefix):
-  hits = [c for c in summary['claims'] if c['claim'].startswith(prefix)]
-  assert len(hits) == 1, (prefix, [c['claim'] for c in summary['claims']])
-  return hits[0]
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from experiments import flow2gan as f2g_exp
 from iclrjax.core import logging as log_lib
 from iclrjax.diffusion import audio
 from iclrjax.diffusion import flow2gan as f2g
+from tests.conftest import find_claim as _claim
 
 
 def _np_power_spec(x, n_fft, hop):
@@ -215,12 +216,6 @@ def default_run(tmp_path_factory):
   from experiments.flow2gan import EXPERIMENT  # pylint: disable=g-import-not-at-top
   return EXPERIMENT.execute(f2g_config.get_config(),
                             tmp_path_factory.mktemp('flow2gan') / 'run')
-
-
-def _claim(summary, prefix):
-  hits = [c for c in summary['claims'] if c['claim'].startswith(prefix)]
-  assert len(hits) == 1, prefix
-  return hits[0]
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from configs import guidance_wm as gwm_config
 from iclrjax.core import loop
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import guidance_wm as gwm
+from tests.conftest import find_claim as _claim
 
 
 # ---------------------------------------------------------------------------
@@ -333,11 +334,6 @@ def default_run(tmp_path_factory):
   summary = EXPERIMENT.execute(gwm_config.get_config(),
                                tmp_path_factory.mktemp('guidance_wm') / 'run')
   return summary, {k: v['mean'] for k, v in summary['metrics'].items()}
-
-
-def _claim(summary, start):
-  (c,) = [c for c in summary['claims'] if c['claim'].startswith(start)]
-  return c
 
 
 # Measured: default config at adb9a36 (3 seeds, 540 s; results/guidance_wm).

@@ -10,6 +10,7 @@ from configs import oftsr as oftsr_config
 from experiments import oftsr as oftsr_exp
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import oftsr
+from tests.conftest import find_claim as _claim
 
 RNG = np.random.default_rng(0)
 
@@ -365,12 +366,6 @@ def default_run(tmp_path_factory):
   from experiments.oftsr import EXPERIMENT  # pylint: disable=g-import-not-at-top
   return EXPERIMENT.execute(oftsr_config.get_config(),
                             tmp_path_factory.mktemp('oftsr') / 'run')
-
-
-def _claim(summary, prefix):
-  hits = [c for c in summary['claims'] if c['claim'].startswith(prefix)]
-  assert len(hits) == 1, (prefix, [c['claim'] for c in summary['claims']])
-  return hits[0]
 
 
 @pytest.mark.slow

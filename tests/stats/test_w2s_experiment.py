@@ -8,7 +8,7 @@ from configs import w2s as w2s_config
 from experiments import w2s as exp
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import launch
-from tests.conftest import smoke_summary
+from tests.conftest import smoke_summary, find_claim as _claim
 
 S = 3
 
@@ -115,11 +115,6 @@ def default_summary(tmp_path_factory):
   record: results/w2s/default/summary.json."""
   return exp.EXPERIMENT.execute(w2s_config.get_config(),
                                 tmp_path_factory.mktemp('w2s') / 'run')
-
-
-def _claim(summary, start):
-  (c,) = [c for c in summary['claims'] if c['claim'].startswith(start)]
-  return c
 
 
 @pytest.mark.slow
