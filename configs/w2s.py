@@ -20,10 +20,12 @@ W2S) and is then retrained by Enhanced-W2S; the two mismatch settings
 
 Variants:
   smoke    CI size (seconds): d_z = 8, 2 seeds, tiny training.
-  default  the notes' calibration at n = 4096 (gamma_T = 1/16; ~3 min on 2
-           CPU cores), 5 seeds.
-  paper    the paper's synthetic scale d_z = 2048 (n = 32768: gamma_T =
-           1/4, N = 8 d_S; a GPU), 10 seeds, longer digits training.
+  default  the notes' calibration at n = 4096 (gamma_T = 1/16), 5 seeds;
+           82 s on 2 CPU cores (21d368b).
+  paper    the paper's synthetic scale d_z = 2048 (d_T = 8192, n = N =
+           32768: gamma_T = 1/4), one sweep point per phase, 10 seeds,
+           longer digits training: 8.2 s per (point, seed) on one NVIDIA
+           H200, ~40 min for the theory part (`benchmarks/w2s_paper_point`).
 
 Pass criteria (default): the argmin over eta_u of the student's risk within
 0.1 of eta_l (eta_l in {0.1, 0.3}); the risk non-decreasing in |eta_u -

@@ -88,7 +88,7 @@ def test_simulation_agrees_with_the_closed_form(geom):
                                                 0.5)))(
                                                     jax.random.split(
                                                         jax.random.PRNGKey(5),
-                                                        64))
+                                                        32))
   cf = w2s.closed_form(g, n, big_n, 0.2, 0.4, 0.5)
   np.testing.assert_allclose(sim.teacher.mean(), cf.teacher, rtol=0.1)
   np.testing.assert_allclose(sim.student.mean(), cf.student, rtol=0.1)
