@@ -53,8 +53,8 @@ def main() -> None:
     np.testing.assert_allclose(out_o, out_p, atol=1e-4)
     times = {}
     for name, net in (('ours', ours), ('flax', peer)):
-      loss = lambda p, xb, net=net: optax.softmax_cross_entropy_with_integer_labels(
-          net.apply(p, xb), y).mean()
+      ce = optax.softmax_cross_entropy_with_integer_labels
+      loss = lambda p, xb, net=net: ce(net.apply(p, xb), y).mean()
       grad = jax.jit(jax.vmap(jax.grad(loss)))
       call = lambda grad=grad: jax.block_until_ready(grad(params, x))
       times[name], n = timing.median_time(call, repeats=20, budget_s=10.0,

@@ -376,7 +376,7 @@ def run_digits(r: launch.Run) -> dict[str, dict[str, np.ndarray]]:
   return out
 
 
-# -- run, claims, plots ---------------------------------------------------------
+# -- run, claims, plots -------------------------------------------------------
 
 
 def run(r: launch.Run) -> launch.Result:

@@ -3,7 +3,8 @@
 
 Two parts, both pure functions.
 
-**The theory's Gaussian feature model** (Sec. 3). D(eta) draws a group
+**The theory's Gaussian feature model** (the set-up of Thms 1-2). D(eta)
+draws a group
 g ~ Bern(eta) (eta in [0, 1/2]: the minority fraction), core features
 z ~ N(0, I_dz), the label y = z^T beta + sigma_y eps, and group features
 xi | g ~ N(g mu_xi, sigma_xi^2 I_p). The teacher sees
@@ -24,7 +25,9 @@ points).
 
 `closed_form` is the risk of both models in this model. It is derived here
 (the paper states its limits, Thms 1-2, as sigma_y^2 gamma_z (p_T + ...) and
-sigma_y^2 gamma_z (p_{T^S} + ... + Theta(nu_z))): with
+sigma_y^2 gamma_z (p_{T^S} + ... + Theta(nu_z)) -- in the form secondary
+notes quote, `quoted_limit`; the PDF's exact constants are not checked
+here): with
 c = sigma_y^2 d_z / (n - d_T) = sigma_y^2 gamma_z / (1 - gamma_T) (the
 finite-n factor of least squares),
 
@@ -42,10 +45,11 @@ saturating at (eta_u - eta_l)^2 / (eta_l (1 - eta_l)) for large ||mu_T||
 (Sherman-Morrison on C_l). The student's variance term treats the
 teacher-error residual as independent of phi_S (its O(nu_z) part).
 
-**Enhanced-W2S** (Sec. 5, Alg. 1): after vanilla W2S, rank the unlabelled set
-by the student's predictive entropy, keep the lowest-entropy fraction p
-(`confident_subset`), and retrain the student on it with the Generalized
-Cross-Entropy L_q = (1 - p_y(x)^q) / q (`gce_loss`, Zhang & Sabuncu 2018).
+**Enhanced-W2S** (the paper's remedy): after vanilla W2S, rank the
+unlabelled set by the student's predictive entropy, keep the lowest-entropy
+fraction p (`confident_subset`), and retrain the student on it with the
+Generalized Cross-Entropy L_q = (1 - p_y(x)^q) / q (`gce_loss`, Zhang &
+Sabuncu 2018).
 """
 
 from __future__ import annotations
@@ -219,15 +223,15 @@ def quoted_limit(geom: Geometry, n: int, eta_l, eta_u, eta_t) -> Risks:
   mu_t, mu_s = geom.T.T @ geom.mu_xi, geom.S.T @ geom.mu_xi
   xi = geom.T.T @ geom.S
   scale = geom.sigma_y**2 * gamma
-  teacher = scale * (geom.T.shape[1] + 1 + jnp.sum(((eta_t - eta_l) * mu_t)**2)
-                     / geom.sigma_xi**2)
+  teacher = scale * (geom.T.shape[1] + 1
+                     + jnp.sum(((eta_t - eta_l) * mu_t)**2) / geom.sigma_xi**2)
   shift = (eta_u - eta_l) * mu_t + (eta_t - eta_u) * xi @ mu_s
   student = scale * (1.0 + jnp.sum(xi**2) + jnp.sum(shift**2)
                      / geom.sigma_xi**2)
   return Risks(teacher, student)
 
 
-# -- Enhanced-W2S (Alg. 1) -----------------------------------------------------
+# -- Enhanced-W2S -------------------------------------------------------------
 
 
 def entropy(logits: jax.Array) -> jax.Array:
@@ -311,7 +315,7 @@ def enhanced_w2s(key: jax.Array, feats: jax.Array, w2s_head: Head,
                  teacher_labels: jax.Array, *, fraction: float, q: float,
                  steps: int, lr: float, batch_size: int,
                  labels: str = 'student', subset: str = 'entropy') -> Head:
-  """Enhanced-W2S (Alg. 1): keep the `fraction` of the unlabelled set with
+  """Enhanced-W2S: keep the `fraction` of the unlabelled set with
   the lowest entropy under the W2S student, and retrain the student's head
   (from the W2S head) on it with GCE(q). `labels`: the student's own hard
   labels (default) or the teacher's pseudolabels; `subset='random'` keeps a

@@ -12,7 +12,12 @@ import pytest
 from iclrjax.stats import datasets
 from iclrjax.stats import w2s
 
-jax.config.update('jax_numpy_rank_promotion', 'raise')
+
+
+@pytest.fixture(autouse=True)
+def _strict_rank_promotion():
+  with jax.numpy_rank_promotion('raise'):
+    yield
 
 
 @pytest.fixture(scope='module')
