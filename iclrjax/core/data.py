@@ -55,6 +55,7 @@ import functools
 import hashlib
 import inspect
 import json
+import logging as std_logging
 import math
 import os
 import pathlib
@@ -487,13 +488,19 @@ def _not_found_message(name: str, data_dir: str, detail: str) -> str:
 
 @contextlib.contextmanager
 def _absl_errors_only() -> Iterator[None]:
-  """Hides tfds's warnings about the folders it probes (the error says it)."""
-  old = logging.get_verbosity()
-  logging.set_verbosity(logging.ERROR)
+  """Hides tfds's warnings about the folders it probes (the error says it).
+
+  Saves and restores the absl logger's own level: restoring absl's
+  verbosity instead (-1 by default) would leave the logger at WARNING, not
+  unset, and silence every later absl INFO line in the process.
+  """
+  absl_logger = logging.get_absl_logger()
+  old = absl_logger.level
+  absl_logger.setLevel(std_logging.ERROR)
   try:
     yield
   finally:
-    logging.set_verbosity(old)
+    absl_logger.setLevel(old)
 
 
 def _standard_builder(name: str, data_dir: str) -> tfds.core.DatasetBuilder:

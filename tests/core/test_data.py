@@ -9,6 +9,7 @@ import sys
 import textwrap
 import zlib
 
+from absl import logging as absl_logging
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -244,6 +245,16 @@ def test_missing_standard_dataset_raises(tmp_path):
   # Nothing was downloaded or created for them.
   assert not (tmp_path / 'cifar10').exists()
   assert not (tmp_path / 'downloads').exists()
+
+
+def test_probing_a_missing_dataset_leaves_absl_logging_as_it_was(tmp_path):
+  # The probe hides tfds's warnings; afterwards absl INFO lines (progress
+  # logs) must still reach the handlers.
+  absl_logger = absl_logging.get_absl_logger()
+  before = absl_logger.level
+  with pytest.raises(data.DatasetNotFoundError):
+    data.check_available('cifar10', tmp_path)
+  assert absl_logger.level == before
 
 
 def test_check_available_generates_nothing(tmp_path):
