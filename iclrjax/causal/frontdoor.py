@@ -211,7 +211,7 @@ def true_nuisances(p: Params, c: jax.Array, x: jax.Array) -> Nuisances:
                    m(1.0, eu1), m_y, m_z)
 
 
-# -- clipping and the structural noise ---------------------------------------------------
+# -- clipping and the structural noise -----------------------------------------
 def clip_weight(p: jax.Array) -> jax.Array:
   return jnp.clip(p, CLIP_WEIGHT, 1 - CLIP_WEIGHT)
 
@@ -237,7 +237,7 @@ def perturb_nuisances(key: jax.Array, nu: Nuisances, delta, n_total: int
       m10=noise(keys[5], nu.m10), m11=noise(keys[6], nu.m11))
 
 
-# -- the estimators on nuisance predictions ----------------------------------------------
+# -- the estimators on nuisance predictions ------------------------------------
 def fd_pi(nu: Nuisances) -> jax.Array:
   """The plug-in tau(C) of eq. 4: e1 dq (m11 - m01) + e0 dq (m10 - m00)."""
   dq = nu.q1_1 - nu.q1_0
@@ -302,7 +302,7 @@ def zeta(e1: jax.Array, g1: jax.Array, g0: jax.Array, x: jax.Array
   return (1 - e1) * g0 + e1 * g1 + (x - e1) * (g1 - g0)
 
 
-# -- linear learners (closed forms and IRLS) ---------------------------------------------
+# -- linear learners (closed forms and IRLS) -----------------------------------
 def zscore_stats(c: jax.Array) -> tuple[jax.Array, jax.Array]:
   return c.mean(0), c.std(0) + 1e-12
 
@@ -337,7 +337,7 @@ def logistic(features: jax.Array, label: jax.Array, l2: float = 1e-4,
   return jax.lax.scan(newton, w0, None, length=steps)[0]
 
 
-# -- linear nuisances and the final stages -----------------------------------------------
+# -- linear nuisances and the final stages -------------------------------------
 class LinearNuisances(NamedTuple):
   """Fitted linear nuisance models (z-scoring from their training fold)."""
   stats: tuple[jax.Array, jax.Array]
@@ -416,7 +416,7 @@ def fd_r_stages(c, x, z, y, nu: Nuisances, c_eval, x_eval, nu_eval,
   return fe @ w_b, zeta(nu_eval.e1, g1, g0, x_eval)
 
 
-# -- nuisance learners -------------------------------------------------------------------
+# -- nuisance learners ---------------------------------------------------------
 # A learner maps (key, train = (c, x, z, y), c_eval, x_eval) to the Nuisances
 # fitted on `train` and predicted at (c_eval, x_eval): the cross-fitting code
 # below takes any of `LEARNERS`.
@@ -550,7 +550,7 @@ LEARNERS: dict[str, Learner] = {'linear': linear_learner,
                                 'xgb': xgb_learner, 'mlp': mlp_learner}
 
 
-# -- cross-fitting -----------------------------------------------------------------------
+# -- cross-fitting -------------------------------------------------------------
 def estimate_two_fold(key: jax.Array, data: Data, delta=0.0,
                       learner: Learner = linear_learner) -> dict:
   """FD-PI, FD-DR and FD-R with 2-fold cross-fitting: nuisances (`learner`)

@@ -11,12 +11,11 @@ from tests.conftest import smoke_summary, find_claim as _claim
 
 
 def _tables(cfg, pi, dr, r, pi0, dr0, r0, k_dr, k_r):
-  """Synthetic [points, seeds, estimators] tables with the given means."""
-  S = 3
+  """Synthetic [points, seeds, estimators] tables with the given means
+  (3 seeds)."""
   jit = np.array([-0.01, 0.0, 0.01])[None, :]
   def tab(cols):
     return np.stack([np.asarray(c, float)[:, None] + jit for c in cols], -1)
-  ns = np.asarray(cfg.n_grid, float)
   return {
       'n': tab([pi, dr, r, r]),
       'n_delta0': tab([pi0, dr0, r0, r0]),

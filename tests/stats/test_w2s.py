@@ -84,16 +84,14 @@ def test_closed_form_reduces_to_the_shift_law_when_the_student_is_blind():
                              rtol=1e-5)
 
 
-def test_simulation_agrees_with_the_closed_form(geom):
+def test_simulation_agrees_with_the_closed_form():
   # Small gamma (n = 16 d_T): the finite-n factor is nearly exact.
   g = w2s.make_geometry(jax.random.PRNGKey(1), 8, 6, 4, 2, mu_t=2.0,
                         mu_s=1.0, align=0.5)
   n, big_n = 512, 2048
-  sim = jax.jit(jax.vmap(lambda k: w2s.simulate(k, g, n, big_n, 0.2, 0.4,
-                                                0.5)))(
-                                                    jax.random.split(
-                                                        jax.random.PRNGKey(5),
-                                                        32))
+  keys = jax.random.split(jax.random.PRNGKey(5), 32)
+  sim = jax.jit(jax.vmap(
+      lambda k: w2s.simulate(k, g, n, big_n, 0.2, 0.4, 0.5)))(keys)
   cf = w2s.closed_form(g, n, big_n, 0.2, 0.4, 0.5)
   np.testing.assert_allclose(sim.teacher.mean(), cf.teacher, rtol=0.1)
   np.testing.assert_allclose(sim.student.mean(), cf.student, rtol=0.1)
@@ -138,8 +136,7 @@ def head_setup():
   x = jax.random.normal(k, (300, 5))
   y = (x[:, 0] > 0).astype(jnp.int32)
   fit = jax.jit(functools.partial(
-      w2s.fit_head, num_classes=2, steps=200, lr=0.05, batch_size=32),
-      static_argnames=())
+      w2s.fit_head, num_classes=2, steps=200, lr=0.05, batch_size=32))
   return x, y, fit
 
 
