@@ -174,10 +174,15 @@ def search_step(loss_fn: LossFn, tx: optax.GradientTransformation,
   return state, {'train_loss': loss, 'val_loss': val}
 
 
-def search_cost(num_steps: int, n_inner: int, num_sources: int) -> int:
-  """Gradient evaluations of a FastMix search: one per inner step, and per
-  outer step K source gradients plus the target's gradient at w'."""
-  return num_steps + (num_steps // n_inner) * (num_sources + 1)
+def search_cost(num_steps: int, n_inner: int, num_sources: int, batch: int,
+                outer_batch: int, beta: float) -> int:
+  """Per-example gradient evaluations of a FastMix search: K x batch per
+  inner step; per outer step K x outer_batch source gradients at w, then
+  the target's gradient at w' (outer_batch validation examples, and the K
+  source batches again when beta > 0)."""
+  outer = num_sources * outer_batch + outer_batch + (
+      num_sources * outer_batch if beta else 0)
+  return num_steps * num_sources * batch + (num_steps // n_inner) * outer
 
 
 # -- DoReMi (Xie et al. 2023; sangmichaelxie/doremi update_domain_weights) ---

@@ -123,7 +123,9 @@ def test_search_runs_alternating_steps_and_counts_its_cost(problem):
   assert np.all(zs[0] == 1) and np.all(zs[1] == zs[0])
   assert np.any(zs[2] != zs[1]) and np.all(zs[3] == zs[2])
   np.testing.assert_allclose(state.alpha_sum.sum(), 2.0, rtol=1e-6)
-  assert fastmix.search_cost(6, 3, K) == 6 + 2 * (K + 1)
+  assert fastmix.search_cost(6, 3, K, B, 8, 0.0) == 6 * K * B + 2 * (K + 1) * 8
+  assert fastmix.search_cost(6, 3, K, B, 8, 0.2) == (
+      6 * K * B + 2 * (2 * K + 1) * 8)
 
 
 def test_doremi_update_is_exponentiated_gradient_then_smoothing():
