@@ -6,14 +6,18 @@ against uniform, DoReMi, RegMix and an oracle.
 Part A (`synthetic`): the notes' 4-source classifier (the target task, the
 same labelling under shifted inputs, random labels, an unrelated labelling;
 finite pools), a ReLU MLP; each search is one proxy run of `search_steps`
-(RegMix: `regmix.num_proxies` of them), and every method's mixture then
+(RegMix: `num_proxies` of them), and every method's mixture then
 trains a fresh model for `final_steps`, scored on the target's test set.
 
 Variants:
   smoke    CI size (seconds): 2 seeds, tiny runs.
   default  the notes' set-up: 5 seeds, 64 RegMix proxies of a quarter of
            the final budget, 64 oracle mixtures.
-  paper    the paper's search scale: 512 RegMix proxies, 10 seeds.
+  paper    the paper's search scale: 512 RegMix proxies, 10 seeds, the
+           released code's proxy LM (hidden 256, 2 layers, 8 heads) and a
+           larger final LM (an accelerator's work: the Pile's 17 domains
+           and a 1B model are out of reach; the LM part's sources stay
+           synthetic).
 
 FastMix's z learning rate (0.1) is larger than the released code's 1e-4:
 that code updates z every 1000 steps of a 25B-token run; here a search has
@@ -50,10 +54,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   d.eps = 1e-3
 
   rm = c.regmix = ml_collections.ConfigDict()
-  rm.num_proxies = 64
   rm.num_samples = 100_000
   rm.top_k = 128
-  c.oracle_mixtures = 64
 
   q = c.claims = ml_collections.ConfigDict()
   q.max_noise = 0.1              # alpha of the random-label source
@@ -79,13 +81,34 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   a.final_steps = 3000           # the final model's budget B
   a.chunk_size = 250
   a.eval_every = 250             # target val/test loss (and at the end)
+  a.num_proxies = 64             # RegMix proxies (each search_steps long)
+  a.oracle_mixtures = 64         # Dirichlet mixtures trained final_steps
+
+  b = c.lm = ml_collections.ConfigDict()
+  b.length = 6                   # the target task: reverse 6 letters
+  b.shift_length = 8             # the shifted source: reverse 8 letters
+  b.pool_size = 512              # sequences per source
+  b.val_size = 256
+  b.test_size = 512
+  b.proxy = ml_collections.ConfigDict(dict(
+      d_model=32, num_heads=2, num_layers=1, d_ff=64))
+  b.final = ml_collections.ConfigDict(dict(
+      d_model=64, num_heads=4, num_layers=2, d_ff=128))
+  b.lr = 3e-3
+  b.batch_size = 8               # sequences per source and step
+  b.search_steps = 400
+  b.final_steps = 800
+  b.chunk_size = 200
+  b.eval_every = 200
+  b.num_proxies = 32
+  b.oracle_mixtures = 8
 
   if variant == 'smoke':
     c.num_seeds = 2
-    rm.num_proxies = 8
     rm.num_samples = 2000
     rm.top_k = 16
-    c.oracle_mixtures = 4
+    a.num_proxies = b.num_proxies = 8
+    a.oracle_mixtures = b.oracle_mixtures = 2
     a.pool_size = 256
     a.val_size = a.test_size = 256
     a.width = 16
@@ -94,7 +117,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     a.chunk_size = 40
     a.eval_every = 40
     f.outer_batch = 32
+    b.pool_size = b.val_size = b.test_size = 32
+    b.proxy = ml_collections.ConfigDict(dict(
+        d_model=8, num_heads=2, num_layers=1, d_ff=16))
+    b.final = b.proxy
+    b.search_steps = b.final_steps = b.chunk_size = b.eval_every = 20
   elif variant == 'paper':
     c.num_seeds = 10
-    rm.num_proxies = 512
+    a.num_proxies = b.num_proxies = 512     # RegMix's proxy count
+    # The released code's proxy (Llama config: hidden 256, 2 layers, 8
+    # heads); the final model 4x wider in depth and width.
+    b.proxy = ml_collections.ConfigDict(dict(
+        d_model=256, num_heads=8, num_layers=2, d_ff=1024))
+    b.final = ml_collections.ConfigDict(dict(
+        d_model=512, num_heads=8, num_layers=8, d_ff=2048))
+    b.pool_size = 16384
+    b.batch_size = 32
+    b.search_steps = 2000
+    b.final_steps = 8000
   return c

@@ -12,7 +12,7 @@ validation set (what the searches see) and a target test set (what the
 final models are scored on). Every search is one phase with the seeds as a
 vmap axis: FastMix (one proxy run of `search_steps`), its control (the same
 search validated on the unrelated task), DoReMi (a uniform reference run,
-then the proxy), RegMix (`regmix.num_proxies` proxy runs of `search_steps`
+then the proxy), RegMix (`num_proxies` proxy runs of `search_steps`
 each on Dirichlet(1) mixtures, all rows of one vmapped phase, then LightGBM
 and the simplex search), random search at FastMix's cost, and an oracle
 (Dirichlet mixtures trained the full budget, picked on validation). Phase
@@ -40,6 +40,8 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.lm import model as lm_model
+from iclrjax.lm import tasks
 from iclrjax.stats import fastmix
 
 SOURCES = ('target', 'shifted', 'random_labels', 'unrelated')
@@ -182,29 +184,33 @@ def make_fixed(a, task: Task, num_steps: int):
 class SearchRow(NamedTuple):
   key: jax.Array
   seed: jax.Array
+  control: jax.Array    # validate on the unrelated task instead
   search: fastmix.SearchState
 
 
-def make_fastmix(a, f, task: Task, control: bool):
-  """One FastMix search per row (init_args: seed index); `control`
-  validates on the unrelated task instead of the target."""
+def make_fastmix(a, f, task: Task):
+  """One FastMix search per row (init_args: (seed index, control flag)); a
+  control row validates on the unrelated task instead of the target."""
   tx, z_tx = optax.adam(a.lr), fastmix.z_optimizer(f.z_lr)
   K = len(SOURCES)
 
-  def init(key, seed):
+  def init(key, args):
+    seed, control = args
     k_init, k = jax.random.split(key)
-    return SearchRow(k, seed, fastmix.init_search(task.init(k_init), tx,
-                                                  z_tx, K))
+    return SearchRow(k, seed, control, fastmix.init_search(
+        task.init(k_init), tx, z_tx, K))
 
   def step(row, t, pools_S):
     pools = _select(pools_S, row.seed)
     k, kb, ko, kv = jax.random.split(row.key, 4)
     mask = fastmix.param_mask(row.search.params, f.params)
+    val = jax.tree.map(lambda v, w: jnp.where(row.control, w, v),
+                       val_batch(kv, pools, f.outer_batch, False),
+                       val_batch(kv, pools, f.outer_batch, True))
     s, m = fastmix.search_step(
         task.loss, tx, z_tx, row.search, t,
         source_batches(kb, pools, a.batch_size),
-        source_batches(ko, pools, f.outer_batch),
-        val_batch(kv, pools, f.outer_batch, control),
+        source_batches(ko, pools, f.outer_batch), val,
         n_inner=f.n_inner, eta_w=a.lr, beta=f.beta, lam=f.lam, mask=mask)
     alpha = jax.nn.softmax(s.z)
     m.update({f'alpha_{n}': alpha[i] for i, n in enumerate(SOURCES)})
@@ -276,61 +282,68 @@ def run_searches(r: launch.Run, part: str, a, pools_S, task: Task
                chunk_size=min(a.chunk_size, a.search_steps))
   seeds = jnp.arange(S)
   uniform = jnp.full((S, K), 1.0 / K)
-  mix, cost, wall, curves = {}, {}, {}, {}
+  mix, cost, wall = {}, {}, {}
 
-  for name, control in (('fastmix', False), ('fastmix_control', True)):
-    init, step = make_fastmix(a, f, task, control)
-    t = _timed(r.train, init, step, phase=f'{part}_{name}', data=pools_S,
-               init_args=seeds, **steps)
-    mix[name] = jax.nn.softmax(_host(t.result.state.search.z), -1)
+  # FastMix and its control search: one phase, the flag a row argument.
+  init, step = make_fastmix(a, f, task)
+  t = _timed(r.train, init, step, phase=f'{part}_fastmix', data=pools_S,
+             num_seeds=2 * S, seed_ids=list(range(S)) * 2,
+             init_args=(jnp.tile(seeds, 2),
+                        jnp.repeat(jnp.array([False, True]), S)), **steps)
+  z = _host(t.result.state.search.z)
+  mix['fastmix'], mix['fastmix_control'] = np.split(
+      jax.nn.softmax(z, -1), 2)
+  for name in ('fastmix', 'fastmix_control'):
     cost[name] = fastmix.search_cost(a.search_steps, f.n_inner, K,
                                      a.batch_size, f.outer_batch, f.beta)
-    wall[name] = t.wall_s
-    curves[name] = t.result
+    wall[name] = t.wall_s / 2
 
-  fixed = make_fixed(a, task, a.search_steps)
-  ref = _timed(r.train, *fixed, phase=f'{part}_doremi_ref',
-               data=pools_S, init_args=(seeds, uniform), **steps)
-  init, step = make_doremi(a, d, task)
-  t = _timed(r.train, init, step, phase=f'{part}_doremi', data=pools_S,
-             init_args=(seeds, ref.result.state.params), **steps)
-  mix['doremi'] = _host(t.result.state.state.alpha_sum) / a.search_steps
-  # The reference run, then the proxy (its reference forward pass counted
-  # as a gradient evaluation: an upper bound).
-  proxy_cost = a.search_steps * K * a.batch_size
-  cost['doremi'] = 3 * proxy_cost
-  wall['doremi'] = ref.wall_s + t.wall_s
-
-  M = rm.num_proxies
-  # Every seed draws its own proxy mixtures: [S, M, K].
+  # RegMix's proxies (every seed draws its own M mixtures: [S, M, K]) and
+  # DoReMi's reference (the uniform mixture, rows 0..S-1): one phase.
+  M = a.num_proxies
   proxies = np.stack([dirichlet_mixtures(cfg.seed + s, M, K)
                       for s in range(S)])
-  rows = dict(seed_ids=list(range(S)) * M, num_seeds=M * S)
-  t = _timed(r.train, *fixed, phase=f'{part}_regmix_proxies',
-             data=pools_S, init_args=(jnp.tile(seeds, M), jnp.asarray(
-                 proxies.transpose(1, 0, 2).reshape(M * S, K), jnp.float32)),
-             **rows, **steps)
-  proxy_val = _host(t.result.state.val_loss).reshape(M, S)
+  alphas = np.concatenate([np.asarray(uniform), proxies.transpose(
+      1, 0, 2).reshape(M * S, K)])
+  t = _timed(r.train, *make_fixed(a, task, a.search_steps),
+             phase=f'{part}_proxies', data=pools_S, num_seeds=(M + 1) * S,
+             seed_ids=list(range(S)) * (M + 1),
+             init_args=(jnp.tile(seeds, M + 1),
+                        jnp.asarray(alphas, jnp.float32)), **steps)
+  proxy_val = _host(t.result.state.val_loss)[S:].reshape(M, S)
+  ref_params = jax.tree.map(lambda v: v[:S], t.result.state.params)
+  t_proxy = t.wall_s / (M + 1)
   t_fit = time.perf_counter()
   mix['regmix'] = np.stack([
       fastmix.regmix_search(fastmix.regmix_fit(proxies[s], proxy_val[:, s],
                                                seed=cfg.seed + s), K,
                             seed=cfg.seed + s, num_samples=rm.num_samples,
                             top_k=rm.top_k) for s in range(S)])
+  proxy_cost = a.search_steps * K * a.batch_size
   cost['regmix'] = M * proxy_cost
-  wall['regmix'] = t.wall_s + time.perf_counter() - t_fit
+  wall['regmix'] = M * t_proxy + time.perf_counter() - t_fit
+
+  init, step = make_doremi(a, d, task)
+  t = _timed(r.train, init, step, phase=f'{part}_doremi', data=pools_S,
+             init_args=(seeds, ref_params), **steps)
+  mix['doremi'] = _host(t.result.state.state.alpha_sum) / a.search_steps
+  # The reference run, then the proxy (its reference forward pass counted
+  # as a gradient evaluation: an upper bound).
+  cost['doremi'] = 3 * proxy_cost
+  wall['doremi'] = t_proxy + t.wall_s
+
   # Random search at FastMix's cost: the best (on validation) of the first
   # ceil(cost / proxy cost) proxies.
   m_budget = int(np.ceil(cost['fastmix'] / proxy_cost))
   best = np.argmin(proxy_val[:m_budget], 0)
   mix['random_budget'] = proxies[np.arange(S), best]
   cost['random_budget'] = m_budget * proxy_cost
-  wall['random_budget'] = wall['regmix'] * m_budget / M
+  wall['random_budget'] = m_budget * t_proxy
   mix['uniform'] = np.asarray(uniform)
   cost['uniform'] = 0
   wall['uniform'] = 0.0
   return {'mix': mix, 'cost': cost, 'wall': wall, 'proxies': proxies,
-          'proxy_val': proxy_val, 'm_budget': m_budget, 'curves': curves}
+          'proxy_val': proxy_val, 'm_budget': m_budget}
 
 
 def run_final(r: launch.Run, part: str, a, pools_S, mix: dict[str, Any],
@@ -369,12 +382,92 @@ def run_synthetic(r: launch.Run) -> dict[str, Any]:
   pools_S = jax.vmap(lambda k: make_pools(k, a))(keys)
   task = mlp_task(a)
   s = run_searches(r, 'synthetic', a, pools_S, task)
-  oracle = dirichlet_mixtures(cfg.seed + 1, cfg.oracle_mixtures,
-                              len(SOURCES))
+  oracle = dirichlet_mixtures(cfg.seed + 1, a.oracle_mixtures, len(SOURCES))
   f = run_final(r, 'synthetic', a, pools_S, s['mix'], task, oracle)
   s.update(f)
-  s['cost']['oracle'] = (cfg.oracle_mixtures * a.final_steps * len(SOURCES)
+  s['cost']['oracle'] = (a.oracle_mixtures * a.final_steps * len(SOURCES)
                          * a.batch_size)
+  return s
+
+
+# -- Part B: the LM substrate -------------------------------------------------
+
+
+def lm_sequences(batch: tasks.Batch, length: int) -> tuple[jax.Array,
+                                                          jax.Array]:
+  """Prompt + answer right-padded to `length`, and the answer's mask."""
+  tokens, mask = tasks.sft_sequences(batch)
+  pad = length - tokens.shape[1]
+  return (jnp.pad(tokens, ((0, 0), (0, pad)), constant_values=tasks.PAD),
+          jnp.pad(mask, ((0, 0), (0, pad))))
+
+
+def lm_length(b) -> int:
+  """The longest source: the shifted reverse task, prompt + answer."""
+  return 2 * max(b.length, b.shift_length) + 3
+
+
+def make_lm_pools(key: jax.Array, b: ml_collections.ConfigDict) -> Pools:
+  """SOURCES on tokens: the target task (reverse strings of `length`), the
+  same task on strings of `shift_length`, the target's prompts with random
+  letters as answers, and the target's prompts with the copy task's answers
+  (the unrelated task); validation/test sets of the target, and the copy
+  answers of the validation prompts (the control's target)."""
+  L = lm_length(b)
+  ks = jax.random.split(key, 6)
+  n = b.pool_size
+  rev = tasks.reverse(ks[0], n, b.length)
+  shifted = tasks.reverse(ks[1], n, b.shift_length)
+  noisy = tasks.reverse(ks[2], n, b.length)
+  letters = jax.random.randint(ks[3], (n, b.length), tasks.TOKENIZER.id('a'),
+                               tasks.TOKENIZER.id('z') + 1)
+  noisy = noisy._replace(target_BxT=noisy.target_BxT.at[:, :-1].set(letters))
+  copy = tasks.copy(ks[4], n, b.length)
+  train = [lm_sequences(x, L) for x in (rev, shifted, noisy, copy)]
+  train = jax.tree.map(lambda *v: jnp.stack(v), *train)
+  V = b.val_size
+  held = tasks.reverse(ks[5], V + b.test_size, b.length)
+  val = jax.tree.map(lambda v: v[:V], held)
+  test = jax.tree.map(lambda v: v[V:], held)
+  alt = tasks.Batch(val.prompt_BxP, jnp.concatenate(
+      [val.prompt_BxP[:, 1:-1], val.target_BxT[:, -1:]], 1))
+  return Pools(train, lm_sequences(val, L), lm_sequences(alt, L),
+               lm_sequences(test, L))
+
+
+def lm_task(m: ml_collections.ConfigDict, length: int) -> Task:
+  """A decoder of `iclrjax/lm` and its per-sequence mean answer-token
+  cross-entropy (the SFT loss)."""
+  model = lm_model.Model(lm_model.Config(
+      vocab_size=tasks.TOKENIZER.vocab_size, d_model=m.d_model,
+      num_heads=m.num_heads, num_layers=m.num_layers, d_ff=m.d_ff,
+      max_len=length))
+
+  def init(key):
+    return model.init(key, length)
+
+  def loss(params, batch):
+    tokens, mask = batch
+    lp = jax.nn.log_softmax(model.apply(params, tokens)[:, :-1])
+    nll = -jnp.take_along_axis(lp, tokens[:, 1:, None], -1)[..., 0]
+    m_ = mask[:, 1:].astype(nll.dtype)
+    return (nll * m_).sum(-1) / jnp.maximum(m_.sum(-1), 1.0)
+
+  return Task(init, loss)
+
+
+def run_lm(r: launch.Run) -> dict[str, Any]:
+  cfg = r.config
+  b = cfg.lm
+  L = lm_length(b)
+  keys = jax.random.split(jax.random.PRNGKey(cfg.seed + 2000), cfg.num_seeds)
+  pools_S = jax.vmap(lambda k: make_lm_pools(k, b))(keys)
+  s = run_searches(r, 'lm', b, pools_S, lm_task(b.proxy, L))
+  oracle = dirichlet_mixtures(cfg.seed + 2, b.oracle_mixtures, len(SOURCES))
+  f = run_final(r, 'lm', b, pools_S, s['mix'], lm_task(b.final, L), oracle)
+  s.update(f)
+  s['cost']['oracle'] = (b.oracle_mixtures * b.final_steps * len(SOURCES)
+                         * b.batch_size)
   return s
 
 
@@ -382,7 +475,7 @@ def run_synthetic(r: launch.Run) -> dict[str, Any]:
 
 
 def run(r: launch.Run) -> launch.Result:
-  parts = {'synthetic': run_synthetic(r)}
+  parts = {'synthetic': run_synthetic(r), 'lm': run_lm(r)}
   metrics = {}
   for part, s in parts.items():
     for n, v in s['test_loss'].items():
@@ -480,7 +573,7 @@ def part_claims(cfg, part: str, s: dict[str, Any]) -> list[launch.Claim]:
                 f'{cost["doremi"]:,}); wall clock of the {S}-seed searches '
                 f'on {jax.devices()[0].platform}: FastMix '
                 f'{wall["fastmix"]:.1f} s, RegMix {wall["regmix"]:.1f} s '
-                f'({cfg.regmix.num_proxies} proxies as one vmapped phase, '
+                f'({cfg[part].num_proxies} proxies as one vmapped phase, '
                 'compile included; benchmarks/fastmix.py times both '
                 'compiled)'),
       control=launch.control_text(
@@ -494,7 +587,7 @@ def evaluate_claims(cfg, parts) -> list[launch.Claim]:
 
 
 def check_config(c: ml_collections.ConfigDict) -> None:
-  for part in ('synthetic',):
+  for part in ('synthetic', 'lm'):
     a = c[part]
     cfg_lib.check(a.search_steps >= c.fastmix.n_inner, f'{part}.search_steps',
                   a.search_steps, f'>= fastmix.n_inner = {c.fastmix.n_inner} '
@@ -515,13 +608,15 @@ EXPERIMENT = launch.Experiment('fastmix', run, schema={
     'fastmix.outer_batch': _POS,
     'doremi.eta': cfg_lib.Float(min=0.0, min_inclusive=False),
     'doremi.eps': cfg_lib.Float(min=0.0, max=1.0),
-    'regmix.num_proxies': cfg_lib.Int(min=8),
     'regmix.num_samples': _POS,
     'regmix.top_k': _POS,
-    'oracle_mixtures': _POS,
-    'synthetic.search_steps': _POS,
-    'synthetic.final_steps': _POS,
-    'synthetic.pool_size': _POS,
+    **{f'{part}.{k}': spec for part in ('synthetic', 'lm') for k, spec in (
+        ('num_proxies', cfg_lib.Int(min=8)), ('oracle_mixtures', _POS),
+        ('search_steps', _POS), ('final_steps', _POS), ('pool_size', _POS),
+        ('batch_size', _POS), ('eval_every', _POS),
+        ('lr', cfg_lib.Float(min=0.0, min_inclusive=False)))},
+    'lm.length': cfg_lib.Int(min=2),
+    'lm.shift_length': cfg_lib.Int(min=2),
 }, check_fn=check_config)
 
 if __name__ == '__main__':

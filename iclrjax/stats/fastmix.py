@@ -228,7 +228,8 @@ def doremi_step(loss_fn: LossFn, tx: optax.GradientTransformation,
 # -- RegMix (Liu et al. 2024; sail-sg/regmix regression_fitting) -------------
 
 REGMIX_LGBM = dict(boosting_type='gbdt', objective='regression',
-                   n_estimators=1000, learning_rate=1e-2, verbosity=-1)
+                   n_estimators=1000, learning_rate=1e-2, verbosity=-1,
+                   n_jobs=1)   # a few hundred rows: threads only add overhead
 
 
 def regmix_fit(mixtures_MxK: np.ndarray, losses_M: np.ndarray, *,

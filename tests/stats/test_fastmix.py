@@ -43,7 +43,7 @@ def problem():
   return params, (xs, ys), val, jnp.array([0.3, -0.2, 0.5])
 
 
-def _unrolled_target(z, params, batches, val, eta_w, beta, lam, mask):
+def _unrolled_target(z, params, batches, val, *, eta_w, beta, lam, mask):
   """L_target after one SGD step on the alpha-weighted loss, by autodiff."""
   alpha = jax.nn.softmax(z)
   g = jax.grad(lambda p: fastmix.mixed_loss(_loss, p, batches, alpha))(params)
@@ -63,16 +63,19 @@ def test_closed_form_outer_gradient_equals_autodiff_through_the_unroll(
         lambda x: x.astype(jnp.float64) if x.dtype == jnp.float32 else x,
         problem)
     mask = fastmix.param_mask(params, subset)
-    og = fastmix.outer_grad(_loss, params, batches, val, z, eta_w=0.3,
-                            beta=beta, lam=lam, mask=mask)
-    ref = jax.grad(_unrolled_target)(z, params, batches, val, 0.3, beta, lam,
-                                     mask)
+    og = jax.jit(functools.partial(
+        fastmix.outer_grad, _loss, eta_w=0.3, beta=beta, lam=lam,
+        mask=mask))(params, batches, val, z)
+    ref = jax.jit(jax.grad(functools.partial(
+        _unrolled_target, eta_w=0.3, beta=beta, lam=lam, mask=mask)))(
+            z, params, batches, val)
     np.testing.assert_allclose(og.grad_z, ref, rtol=1e-5, atol=1e-10)
     # float32 (what training uses) to 1e-5 absolute as well.
   params, batches, val, z = problem
   mask = fastmix.param_mask(params, subset)
-  og32 = fastmix.outer_grad(_loss, params, batches, val, z, eta_w=0.3,
-                            beta=beta, lam=lam, mask=mask)
+  og32 = jax.jit(functools.partial(
+      fastmix.outer_grad, _loss, eta_w=0.3, beta=beta, lam=lam,
+      mask=mask))(params, batches, val, z)
   np.testing.assert_allclose(og32.grad_z, np.asarray(ref), atol=1e-5)
 
 

@@ -1,0 +1,104 @@
+"""experiments/fastmix.py: the sources, the LM pools, claim logic and its
+controls, config errors, the smoke run."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from configs import fastmix as fastmix_config
+from experiments import fastmix as exp
+from iclrjax.core import config as cfg_lib
+from iclrjax.lm import tasks
+from tests.conftest import find_claim, smoke_summary
+
+S, K = 5, len(exp.SOURCES)
+
+
+def test_synthetic_sources_have_the_notes_structure():
+  a = fastmix_config.get_config('smoke').synthetic
+  p = exp.make_pools(jax.random.PRNGKey(0), a)
+  x, y = p.train
+  assert x.shape == (K, a.pool_size, a.dim) and y.shape == (K, a.pool_size)
+  # S2 is shifted and rescaled; the others are standard normal inputs.
+  assert float(jnp.linalg.norm(x[1].mean(0))) > 0.7 * a.shift
+  assert float(jnp.linalg.norm(x[0].mean(0))) < 0.5 * a.shift
+  np.testing.assert_allclose(float(x[1].std()), a.shift_scale, rtol=0.1)
+  # The control's validation set shares the inputs, not the labels.
+  np.testing.assert_array_equal(p.val[0], p.alt[0])
+  assert np.mean(np.asarray(p.val[1]) == np.asarray(p.alt[1])) < 0.7
+
+
+def test_lm_sources_are_reverse_shifted_noise_and_copy():
+  b = fastmix_config.get_config('smoke').lm
+  p = exp.make_lm_pools(jax.random.PRNGKey(1), b)
+  tok, mask = p.train
+  L = exp.lm_length(b)
+  assert tok.shape == (K, b.pool_size, L) and mask.shape == tok.shape
+  dec = lambda row: tasks.TOKENIZER.decode(row, stop_at_eos=False)
+  n = b.length
+  for k, want in ((0, lambda s: s[::-1]), (3, lambda s: s)):
+    row = np.asarray(tok[k, 0])
+    s, ans = dec(row[1:n + 1]), dec(row[n + 2:2 * n + 2])
+    assert ans == want(s), (k, s, ans)
+    assert np.asarray(mask[k, 0]).sum() == n + 1          # answer + EOS
+  m = b.shift_length
+  row = np.asarray(tok[1, 0])
+  assert dec(row[m + 2:2 * m + 2]) == dec(row[1:m + 1])[::-1]
+  # The control's validation answers are the copy task's on the same
+  # prompts.
+  vt, at = np.asarray(p.val[0][0]), np.asarray(p.alt[0][0])
+  np.testing.assert_array_equal(vt[:n + 2], at[:n + 2])
+  assert dec(at[n + 2:2 * n + 2]) == dec(vt[1:n + 1])
+
+
+def _part(fastmix_mix, control_mix, loss):
+  mix = {'fastmix': np.tile(fastmix_mix, (S, 1)),
+         'fastmix_control': np.tile(control_mix, (S, 1))}
+  return {'mix': mix,
+          'test_loss': {n: np.full(S, v) for n, v in loss.items()},
+          'cost': {'fastmix': 10, 'fastmix_control': 10, 'regmix': 640,
+                   'doremi': 30, 'random_budget': 20},
+          'wall': {'fastmix': 1.0, 'regmix': 9.0},
+          'm_budget': 2}
+
+
+def test_claims_hold_on_the_papers_pattern_and_controls_fail():
+  cfg = fastmix_config.get_config()
+  cfg.num_seeds = S
+  loss = {'uniform': 1.0, 'fastmix': 0.9, 'fastmix_control': 2.0,
+          'regmix': 0.9, 'random_budget': 0.99, 'doremi': 1.1}
+  part = _part([0.5, 0.4, 0.05, 0.05], [0.0, 0.05, 0.05, 0.9], loss)
+  claims = exp.part_claims(cfg, 'synthetic', part)
+  assert [c.holds for c in claims] == [True, True, True]
+  assert all(c.control.endswith('(fails)') for c in claims), claims
+
+  # One seed keeping the noise source fails the mixture claim; a loss 3%
+  # above RegMix fails the quality (and so the cost-at-quality) claim.
+  part['mix']['fastmix'][2] = [0.4, 0.3, 0.2, 0.1]
+  part['test_loss']['fastmix'] = np.full(S, 0.927)
+  assert [c.holds for c in exp.part_claims(cfg, 'lm', part)] == [
+      False, False, False]
+
+
+def test_config_errors_name_the_field():
+  cfg = fastmix_config.get_config('smoke')
+  cfg.synthetic.search_steps = cfg.fastmix.n_inner - 1
+  with pytest.raises(cfg_lib.ConfigError, match='synthetic.search_steps'):
+    exp.check_config(cfg)
+  with pytest.raises(ValueError, match='variant'):
+    fastmix_config.get_config('huge')
+
+
+def test_smoke_run_records_every_claim_with_a_control():
+  s = smoke_summary('fastmix')
+  for part in ('', 'LM: '):
+    for prefix in ('FastMix\'s search ends', 'A fresh model',
+                   'FastMix\'s search costs'):
+      c = find_claim(s, part + prefix)
+      assert c['control'] and c['evidence']
+  cost = s['synthetic']['cost_grad_evals']
+  assert cost['fastmix'] < cost['regmix']
+  for part in ('synthetic', 'lm'):
+    for n in exp.METHODS:
+      assert np.isfinite(s['metrics'][f'{part}/test_loss_{n}']['mean'])
