@@ -106,7 +106,7 @@ def main() -> None:
                              min_calls=args.repeats)[0] if run_fit else 0.0
   t_rm = t_px + t_fit
   c_fm = fastmix.search_cost(a.search_steps, f.n_inner, K, a.batch_size,
-                             f.outer_batch, f.beta)
+                             a.outer_batch, f.beta)
   c_rm = M * a.search_steps * K * a.batch_size
   print(f'FastMix {t_fm:.3f} s, RegMix {t_rm:.3f} s per search ({t_px:.3f} '
         f's proxies + {t_fit:.3f} s LightGBM fit and search; medians of '

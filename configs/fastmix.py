@@ -47,7 +47,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   f.beta = 0.2                   # L_target's training-loss weight (0.1-0.3)
   f.lam = 1e-5                   # entropy weight
   f.params = 'all'               # 'all' | 'head' (the released code)
-  f.outer_batch = 256            # per source, and the validation batch
 
   d = c.doremi = ml_collections.ConfigDict()
   d.eta = 1.0
@@ -77,6 +76,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   a.width = 64
   a.lr = 1e-3
   a.batch_size = 32              # per source and step
+  a.outer_batch = 256            # FastMix's outer step: per source, and val
   a.search_steps = 750           # one proxy run (FastMix, DoReMi, RegMix)
   a.final_steps = 3000           # the final model's budget B
   a.chunk_size = 250
@@ -96,6 +96,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       d_model=64, num_heads=4, num_layers=2, d_ff=128))
   b.lr = 3e-3
   b.batch_size = 8               # sequences per source and step
+  b.outer_batch = 32             # sequences (per source, and val)
   b.search_steps = 400
   b.final_steps = 800
   b.chunk_size = 200
@@ -116,7 +117,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     a.final_steps = 40
     a.chunk_size = 40
     a.eval_every = 40
-    f.outer_batch = 32
+    a.outer_batch = 32
+    b.outer_batch = 8
     b.pool_size = b.val_size = b.test_size = 32
     b.proxy = ml_collections.ConfigDict(dict(
         d_model=8, num_heads=2, num_layers=1, d_ff=16))

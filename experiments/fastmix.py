@@ -205,12 +205,12 @@ def make_fastmix(a, f, task: Task):
     k, kb, ko, kv = jax.random.split(row.key, 4)
     mask = fastmix.param_mask(row.search.params, f.params)
     val = jax.tree.map(lambda v, w: jnp.where(row.control, w, v),
-                       val_batch(kv, pools, f.outer_batch, False),
-                       val_batch(kv, pools, f.outer_batch, True))
+                       val_batch(kv, pools, a.outer_batch, False),
+                       val_batch(kv, pools, a.outer_batch, True))
     s, m = fastmix.search_step(
         task.loss, tx, z_tx, row.search, t,
         source_batches(kb, pools, a.batch_size),
-        source_batches(ko, pools, f.outer_batch), val,
+        source_batches(ko, pools, a.outer_batch), val,
         n_inner=f.n_inner, eta_w=a.lr, beta=f.beta, lam=f.lam, mask=mask)
     alpha = jax.nn.softmax(s.z)
     m.update({f'alpha_{n}': alpha[i] for i, n in enumerate(SOURCES)})
@@ -295,7 +295,7 @@ def run_searches(r: launch.Run, part: str, a, pools_S, task: Task
       jax.nn.softmax(z, -1), 2)
   for name in ('fastmix', 'fastmix_control'):
     cost[name] = fastmix.search_cost(a.search_steps, f.n_inner, K,
-                                     a.batch_size, f.outer_batch, f.beta)
+                                     a.batch_size, a.outer_batch, f.beta)
     wall[name] = t.wall_s / 2
 
   # RegMix's proxies (every seed draws its own M mixtures: [S, M, K]) and
@@ -605,7 +605,6 @@ EXPERIMENT = launch.Experiment('fastmix', run, schema={
     'fastmix.beta': cfg_lib.Float(min=0.0),
     'fastmix.lam': cfg_lib.Float(min=0.0),
     'fastmix.params': cfg_lib.Choice('all', 'head'),
-    'fastmix.outer_batch': _POS,
     'doremi.eta': cfg_lib.Float(min=0.0, min_inclusive=False),
     'doremi.eps': cfg_lib.Float(min=0.0, max=1.0),
     'regmix.num_samples': _POS,
@@ -613,7 +612,7 @@ EXPERIMENT = launch.Experiment('fastmix', run, schema={
     **{f'{part}.{k}': spec for part in ('synthetic', 'lm') for k, spec in (
         ('num_proxies', cfg_lib.Int(min=8)), ('oracle_mixtures', _POS),
         ('search_steps', _POS), ('final_steps', _POS), ('pool_size', _POS),
-        ('batch_size', _POS), ('eval_every', _POS),
+        ('batch_size', _POS), ('outer_batch', _POS), ('eval_every', _POS),
         ('lr', cfg_lib.Float(min=0.0, min_inclusive=False)))},
     'lm.length': cfg_lib.Int(min=2),
     'lm.shift_length': cfg_lib.Int(min=2),
