@@ -532,7 +532,8 @@ def part_claims(cfg, part: str, s: dict[str, Any]) -> list[launch.Claim]:
     ok = bool(np.all(noise < q.max_noise) and np.all(useful > q.min_useful))
     return ok, (f'alpha_random_labels max {noise.max():.3f}, alpha_target + '
                 f'alpha_shifted min {useful.min():.3f} over {S} seeds '
-                f'(mean mixture {[round(float(v), 3) for v in mix.mean(0)]} for '
+                f'(mean mixture {[round(float(v), 3) for v in mix.mean(0)]} '
+                f'for '
                 f'{list(SOURCES)})')
 
   ok, ev = mixture_ok(s['mix']['fastmix'])

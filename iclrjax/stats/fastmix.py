@@ -236,7 +236,8 @@ def regmix_fit(mixtures_MxK: np.ndarray, losses_M: np.ndarray, *,
                seed: int = 0, holdout: float = 0.125, **lgbm_kwargs):
   """LightGBM regressor mixture -> target loss, with the released
   notebook's settings (1000 rounds, lr 1e-2, early stopping after 3 rounds
-  on a held-out split)."""
+  on a held-out split); min_child_samples is LightGBM's 20 from 160 training
+  mixtures up, rows / 8 below (at 56 rows the default allows two splits)."""
   import lightgbm as lgb    # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(seed)
   m = len(losses_M)
@@ -248,7 +249,8 @@ def regmix_fit(mixtures_MxK: np.ndarray, losses_M: np.ndarray, *,
   kw.update(lgbm_kwargs)
   reg = lgb.LGBMRegressor(**kw)
   reg.fit(mixtures_MxK[tr], losses_M[tr],
-          eval_X=(mixtures_MxK[val],), eval_y=(losses_M[val],), eval_metric='l2',
+          eval_X=(mixtures_MxK[val],), eval_y=(losses_M[val],),
+          eval_metric='l2',
           callbacks=[lgb.early_stopping(3, verbose=False)])
   return reg
 

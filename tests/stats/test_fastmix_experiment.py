@@ -133,6 +133,7 @@ def test_default_run_claims(default_summary, start):
     'test loss 0.768, RegMix\'s (0.39 / 0.48) 0.474, the oracle\'s (0.37 / '
     '0.54) 0.346, uniform 1.285: the one-step gradient alignment ranks the '
     'target source above the longer-reverse one that trains the target best'))
-@pytest.mark.parametrize('start', ['LM: A fresh model', 'LM: FastMix\'s search costs'])
+@pytest.mark.parametrize('start', ['LM: A fresh model',
+                                   'LM: FastMix\'s search costs'])
 def test_default_run_lm_quality(default_summary, start):
   assert find_claim(default_summary, start)['holds']
