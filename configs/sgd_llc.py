@@ -16,8 +16,8 @@ endpoint; function-space k-means and the tempered cluster masses.
 
 Variants:
   smoke    CI size (seconds): tiny chains, 8 runs of 300 steps.
-  default  n = 4000 for the estimator (5 seeds); 64 moons runs of 2k + 8k
-           steps (batch 64).
+  default  n = 4000 for the estimator (5 seeds); 64 moons runs of 5k + 10k
+           steps (batch 64, noise 0.3); 87 s on 2 CPU cores (8d864ce).
   paper    the notes' set-up: 200 runs, lr 0.05, batch 256, 5k warm-up + 20k
            late steps, n = 2000 (appendix G's exact values are not in the
            notes), longer LLC chains.

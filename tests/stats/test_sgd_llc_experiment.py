@@ -10,7 +10,7 @@ from configs import sgd_llc as sgd_llc_config
 from experiments import sgd_llc as exp
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import launch
-from tests.conftest import smoke_summary
+from tests.conftest import find_claim, smoke_summary
 
 R = 20
 
@@ -88,3 +88,52 @@ def test_smoke_run_records_every_estimate_and_claim():
   masses = s['clusters']
   assert sum(masses['mass_sgd']) == pytest.approx(1.0, abs=1e-4)
   assert sum(masses['mass_sgld']) == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.fixture(scope='module')
+def default_summary(tmp_path_factory):
+  """The default run (~2 min); only the slow tests use it. Its record:
+  results/sgd_llc/default/summary.json."""
+  return exp.EXPERIMENT.execute(sgd_llc_config.get_config(),
+                                tmp_path_factory.mktemp('sgd_llc') / 'run')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('start', ['The LLC estimator recovers d/2',
+                                   'The LLC estimator recovers 1/2'])
+def test_default_run_llc_claims(default_summary, start):
+  # Measured (default config at 8d864ce, 5 seeds): regular 5.048 (control,
+  # rank-5 design: 2.748); product 0.432 (control, regular 2-parameter
+  # model: 1.040); DLN (5, 4, 3, 5) rank 2: 9.341 vs Aoyagi's 9.
+  c = find_claim(default_summary, start)
+  assert c['holds'] and c['control'].endswith('(fails)'), c
+
+
+@pytest.mark.slow
+def test_default_run_tempering_claim(default_summary):
+  # Measured: held-out KL 0.0207 tempered vs 1.0633 raw, but the control
+  # (cluster LLCs in reverse order) also passes (0.0864): the xi found
+  # (6.6e-8) flattens every cluster towards uniform, as the SGLD masses are.
+  c = find_claim(default_summary, 'Tempering the SGD cluster masses')
+  assert c['holds'], c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'two moons, default config at 8d864ce (64 runs, 5000 + 10000 steps, '
+    'lr 0.05, batch 64): late alpha median 0.605 (0.521..0.730), r^2 median '
+    '0.963, 0/64 runs sub-diffusive and d_s <= lambda in 0/64: the loss is '
+    'still falling at t0 and the weights drift (R ~ tau^1 past tau ~ 1000; '
+    'below tau ~ 300 the slope is ~0.35); early-window control alpha 0.716'))
+def test_default_run_late_sgd_is_sub_diffusive(default_summary):
+  assert find_claim(default_summary, 'Late-stage SGD')['holds']
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'two moons, default config at 8d864ce: mean LLC of the SGD endpoints '
+    '6.31 vs 4.86 for the SGLD posterior samples (difference +1.45, 2 s.e. '
+    '0.26): SGD sits higher, the opposite of the paper (even vs odd SGD '
+    'runs: +0.10)'))
+def test_default_run_sgd_llc_below_sgld(default_summary):
+  assert find_claim(default_summary, 'SGD solutions sit at lower LLC')['holds']
