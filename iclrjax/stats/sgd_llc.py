@@ -49,7 +49,6 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-import blackjax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -95,6 +94,7 @@ def posterior_grad(example_loss: ExampleLoss, w_star: PyTree | None, n: int,
       out = out - 0.5 * gamma * _sq_dist(w, w_star)
     return out
 
+  import blackjax  # pylint: disable=g-import-not-at-top  (its import starts the XLA backend)
   return blackjax.sgmcmc.gradients.grad_estimator(
       logprior, lambda w, ex: -beta * example_loss(w, ex), n)
 
@@ -109,6 +109,7 @@ def sgld_step(key: jax.Array, position: PyTree, grad_fn, data: PyTree, *,
   idx = jax.random.randint(k_batch, (batch_size,), 0, n)
   batch = jax.tree.map(lambda a: a[idx], data)
   loss = full_loss(example_loss, position, batch)
+  import blackjax  # pylint: disable=g-import-not-at-top
   new = blackjax.sgld(grad_fn).step(k_step, position, batch, step_size)
   return new, loss
 
