@@ -36,7 +36,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-POSITIONS = ('rope', 'learned')
+POSITIONS = ('rope', 'learned', 'none')
+READOUTS = ('tied', 'none')
 MLPS = ('swiglu', 'gelu')
 
 
@@ -49,7 +50,10 @@ class Config:
   num_layers: int = 2
   d_ff: int = 256
   max_len: int = 64            # learned positions and the default cache length
-  positions: str = 'rope'      # 'rope' | 'learned'
+  positions: str = 'rope'      # 'rope' | 'learned' | 'none' (set models:
+                               # permutation-equivariant over unmasked keys)
+  readout: str = 'tied'        # 'tied' logits [.., V] | 'none': the final
+                               # normed features [.., D] for a custom head
   mlp: str = 'gelu'            # 'gelu' | 'swiglu'
   rope_base: float = 10_000.0
   dtype: str = 'float32'       # activation dtype; parameters stay float32
@@ -58,6 +62,9 @@ class Config:
     if self.positions not in POSITIONS:
       raise ValueError(f'Config.positions={self.positions!r}: use one of '
                        f'{POSITIONS}')
+    if self.readout not in READOUTS:
+      raise ValueError(f'Config.readout={self.readout!r}: use one of '
+                       f'{READOUTS}')
     if self.mlp not in MLPS:
       raise ValueError(f'Config.mlp={self.mlp!r}: use one of {MLPS}')
     if self.d_model % self.num_heads:
@@ -75,6 +82,11 @@ class Config:
   @property
   def jdtype(self):
     return jnp.dtype(self.dtype)
+
+  @property
+  def out_dim(self) -> int:
+    """Width of the output: vocab_size logits, or d_model features."""
+    return self.vocab_size if self.readout == 'tied' else self.d_model
 
 
 class Cache(NamedTuple):
@@ -211,7 +223,10 @@ class Decoder(nn.Module):
       ks.append(k)
       vs.append(v)
     x = nn.LayerNorm(use_bias=False, name='ln_f', dtype=c.jdtype)(x)
-    logits = embed.attend(x.astype(jnp.float32))
+    if c.readout == 'none':
+      logits = x.astype(jnp.float32)
+    else:
+      logits = embed.attend(x.astype(jnp.float32))
     out = (logits,)
     if cache is not None:
       out += ((jnp.stack(ks), jnp.stack(vs)),)
@@ -230,7 +245,8 @@ class Model:
     return Decoder(self.cfg)
 
   def init(self, key: jax.Array, length: int | None = None):
-    """Parameters (one compiled initialiser per config and length)."""
+    """Parameters (one compiled initialiser per config and length); with
+    `readout='none'` the model reads embeddings, and no token table is made."""
     return _init(self.cfg, key, length or min(8, self.cfg.max_len))
 
   def apply(self, params, tokens_BxL, mask_BxQxK=None, *, embeds_BxLxD=None,
@@ -247,17 +263,22 @@ class Model:
     return Cache(k=jnp.zeros(shape, c.dtype), v=jnp.zeros(shape, c.dtype),
                  valid_BxC=jnp.zeros((batch, C), bool),
                  index=jnp.zeros((), jnp.int32),
-                 logits_BxV=jnp.zeros((batch, c.vocab_size), jnp.float32))
+                 logits_BxV=jnp.zeros((batch, c.out_dim), jnp.float32))
 
-  def prefill(self, params, tokens_BxL, mask_BxLxL=None,
-              cache_len: int | None = None) -> Cache:
+  def prefill(self, params, tokens_BxL=None, mask_BxLxL=None,
+              cache_len: int | None = None, *, embeds_BxLxD=None,
+              valid_BxL=None) -> Cache:
     """Runs the prompt once into a cache of `cache_len` (default max_len).
 
     mask_BxLxL is the prompt's own mask (default causal). Later tokens may
     attend to the prompt keys its last position attends to, and to
     themselves: left padding hidden from the last row stays hidden.
+    `valid_BxL` overrides which prompt keys later tokens see (a set prompt
+    with padding, whose last row may itself be padding). `embeds_BxLxD`
+    replaces the tokens as in `apply`.
     """
-    B, L = tokens_BxL.shape
+    x = tokens_BxL if embeds_BxLxD is None else embeds_BxLxD
+    B, L = x.shape[:2]
     cache = self.empty_cache(B, cache_len)
     C = cache.valid_BxC.shape[1]
     if L > C:
@@ -267,10 +288,43 @@ class Model:
     mask_BxLxC = jnp.pad(m, ((0, 0), (0, 0), (0, C - L)))
     logits, (k, v) = self.module.apply(
         {'params': params}, tokens_BxL, mask_BxLxC,
-        cache=(cache.k, cache.v, cache.index))
-    valid = jnp.pad(m[:, -1], ((0, 0), (0, C - L))).at[:, L - 1].set(True)
+        embeds_BxLxD=embeds_BxLxD, cache=(cache.k, cache.v, cache.index))
+    if valid_BxL is None:
+      valid_BxL = m[:, -1].at[:, L - 1].set(True)
+    valid = jnp.pad(jnp.broadcast_to(valid_BxL, (B, L)), ((0, 0), (0, C - L)))
     return Cache(k=k, v=v, valid_BxC=valid,
                  index=jnp.asarray(L, jnp.int32), logits_BxV=logits[:, -1])
+
+  def extend(self, params, cache: Cache, tokens_BxL=None, mask_LxL=None, *,
+             embeds_BxLxD=None, commit: int | None = None):
+    """Runs L new tokens against the cache; returns (outputs [B, L, .],
+    cache).
+
+    The new tokens sit at positions index .. index + L - 1. Each attends to
+    every valid cached key and to the new keys its row of `mask_LxL` allows
+    (default causal). Only the first `commit` of them (default all) become
+    valid keys for later calls and advance `index`; the rest are scratch
+    that the next call overwrites (the AR buffer's target token: computed
+    every step, never attended to).
+    """
+    x = tokens_BxL if embeds_BxLxD is None else embeds_BxLxD
+    B, L = x.shape[:2]
+    C = cache.valid_BxC.shape[1]
+    commit = L if commit is None else commit
+    m = causal_mask(L) if mask_LxL is None else mask_LxL
+    m = jnp.broadcast_to(m, (B, L, L))
+    new = jax.lax.dynamic_update_slice(jnp.zeros((B, L, C), bool), m,
+                                       (0, 0, cache.index))
+    mask_BxLxC = cache.valid_BxC[:, None, :] | new
+    out, (k, v) = self.module.apply(
+        {'params': params}, tokens_BxL, mask_BxLxC,
+        embeds_BxLxD=embeds_BxLxD, cache=(cache.k, cache.v, cache.index))
+    pos = jnp.arange(C)
+    valid = cache.valid_BxC | ((pos >= cache.index)
+                               & (pos < cache.index + commit))[None]
+    return out, Cache(k=k, v=v, valid_BxC=valid, index=cache.index + commit,
+                      logits_BxV=out[:, commit - 1] if commit else
+                      cache.logits_BxV)
 
   def decode_step(self, params, cache: Cache, token_B, *,
                   return_hidden=False):
@@ -291,6 +345,9 @@ class Model:
 
 @functools.partial(jax.jit, static_argnums=(0, 2))
 def _init(cfg: Config, key: jax.Array, length: int):
+  if cfg.readout == 'none':
+    x = jnp.zeros((1, length, cfg.d_model), cfg.jdtype)
+    return Decoder(cfg).init(key, None, embeds_BxLxD=x)['params']
   return Decoder(cfg).init(key, jnp.zeros((1, length), jnp.int32))['params']
 
 

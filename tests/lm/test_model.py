@@ -146,3 +146,48 @@ def test_bad_configs_name_the_field():
     lm_model.Config(vocab_size=5, mlp='relu')
   with pytest.raises(ValueError, match='num_heads'):
     lm_model.Config(vocab_size=5, d_model=30, num_heads=4)
+
+
+def test_set_model_extend_with_scratch_tokens_matches_full_forward():
+  """readout='none', positions='none': a padded set prompt prefilled with
+  its own valid keys, then [kept, scratch] pairs through `extend` with
+  commit=1, equal one full masked forward pass; the scratch token is never
+  a key for later rows."""
+  cfg = lm_model.Config(vocab_size=1, d_model=32, num_heads=4, num_layers=2,
+                        d_ff=64, max_len=32, positions='none', readout='none')
+  m = lm_model.Model(cfg)
+  params = m.init(jax.random.key(0))
+  assert 'embed' not in params
+  P, S = 5, 3                             # prompt (last row padding), steps
+  x = jax.random.normal(jax.random.key(1), (B, P + 2 * S, 32))
+  valid = jnp.arange(P) < P - 1            # the last prompt row is padding
+  pm = jnp.broadcast_to(valid, (P, P))
+  cache = jax.jit(m.prefill, static_argnums=3)(
+      params, None, pm, 16, embeds_BxLxD=x[:, :P], valid_BxL=valid)
+  ext = jax.jit(m.extend, static_argnames='commit')
+  pair = jnp.array([[True, False], [True, False]])   # scratch sees kept
+  outs = []
+  for s in range(S):
+    out, cache = ext(params, cache, None, pair,
+                     embeds_BxLxD=x[:, P + 2 * s:P + 2 * s + 2], commit=1)
+    outs.append(out)
+  assert int(cache.index) == P + S
+  # The same computation as one pass: keys = valid prompt + kept tokens so
+  # far (and each row itself where it is kept).
+  N = P + 2 * S
+  q = jnp.arange(N)
+  kept = (q >= P) & ((q - P) % 2 == 0)
+  step = jnp.where(q >= P, (q - P) // 2, -1)
+  mask = (((q[None] < P) & jnp.pad(valid, (0, 2 * S))[None])
+          | (kept[None] & (step[None] < step[:, None]))
+          | (kept[None] & (step[None] == step[:, None])))
+  mask = mask | jnp.eye(N, dtype=bool) & (q[:, None] < P)
+  full = m.apply(params, None, mask, embeds_BxLxD=x)
+  got = jnp.concatenate(outs, 1)
+  np.testing.assert_allclose(got, full[:, P:], atol=1e-5, rtol=1e-5)
+  # Permuting the valid prompt rows leaves every later output unchanged.
+  perm = jnp.array([2, 0, 3, 1, 4])
+  c2 = m.prefill(params, None, pm[perm][:, perm], 16,
+                 embeds_BxLxD=x[:, perm], valid_BxL=valid[perm])
+  o2, _ = ext(params, c2, None, pair, embeds_BxLxD=x[:, P:P + 2], commit=1)
+  np.testing.assert_allclose(o2, outs[0], atol=1e-5)
