@@ -123,7 +123,7 @@ class Embedder(nn.Module):
     """index: buffer position of each token (wraps modulo K)."""
     e = self.x_embed(x) + self.y_embed(y[..., None])
     return (e + self._mark(BUFFER, e)
-            + self.ar_tokens[index % self.cfg.buffer_size])
+            + jnp.asarray(self.ar_tokens)[index % self.cfg.buffer_size])
 
   def target(self, x):
     e = self.x_embed(x)
@@ -532,16 +532,18 @@ def gp_logpdf(xc, yc, xt, yt, lengthscale, noise, context_valid=None,
   """The exact GP's log p(y_t | x_t, ctx, (x, y)_{<t}) [Nt] for one task
   (joint=True; their sum is the joint log-density) or log p(y_t | x_t, ctx)
   (joint=False), with the task's true kernel: the oracle. Padded context
-  points get infinite noise (no information)."""
+  points become independent N(0, 1) draws observed at 0: they inform
+  nothing, exactly."""
   from iclrjax.kernels import base as kernels   # pylint: disable=g-import-not-at-top
   nc, nt = yc.shape[0], yt.shape[0]
-  valid = (jnp.ones(nc, bool) if context_valid is None else context_valid)
+  valid = jnp.concatenate([
+      jnp.ones(nc, bool) if context_valid is None else context_valid,
+      jnp.ones(nt, bool)])
   x = jnp.concatenate([xc, xt])
-  y = jnp.concatenate([yc, yt])
-  n = nc + nt
+  y = jnp.where(valid, jnp.concatenate([yc, yt]), 0.0)
   K = kernels.rbf(x, x, lengthscale=lengthscale)
-  pad = jnp.concatenate([jnp.where(valid, 0.0, 1e8), jnp.zeros(nt)])
-  S = K + jnp.diag(noise**2 + pad)
+  K = jnp.where(valid[:, None] & valid[None], K, 0.0)
+  S = K + jnp.diag(jnp.where(valid, noise**2, 1.0))
   if joint:
     # Sequential conditionals of a Gaussian from its Cholesky factor:
     # y = L e, e_i ~ N(0, 1) -> y_i | y_<i ~ N(mu_i, L_ii^2).
@@ -551,7 +553,7 @@ def gp_logpdf(xc, yc, xt, yt, lengthscale, noise, context_valid=None,
     return lp[nc:]
   Sc = S[:nc, :nc]
   cross = S[nc:, :nc]
-  sol = jnp.linalg.solve(Sc, jnp.concatenate([yc[:, None], cross.T], 1))
+  sol = jnp.linalg.solve(Sc, jnp.concatenate([y[:nc, None], cross.T], 1))
   mu = cross @ sol[:, 0]
   var = jnp.diag(S[nc:, nc:]) - jnp.sum(cross * sol[:, 1:].T, 1)
   return -0.5 * (jnp.log(2 * math.pi * var) + (yt - mu)**2 / var)
