@@ -1,0 +1,1 @@
+"""Time-series forecasting methods (time-series foundation-model knobs, ...)."""
