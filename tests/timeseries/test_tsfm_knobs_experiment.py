@@ -1,0 +1,130 @@
+"""experiments/tsfm_knobs.py: claim logic and controls on synthetic
+metrics, config errors, the real series, the smoke run."""
+
+import numpy as np
+import pytest
+
+from configs import tsfm_knobs as tsfm_config
+from experiments import tsfm_knobs as exp
+from iclrjax.core import config as cfg_lib
+from tests.conftest import find_claim, smoke_summary
+
+S = 3
+
+
+def _metrics(cfg, short_ratio, long_ratio, cos, shrink):
+  """Per-seed metrics of the shape `run` records: MASE by period bin for
+  the patch knob, band cosines, E|y_hat| / a."""
+  last = len(cfg.eval.period_edges) - 2
+  rng = np.random.default_rng(0)
+  jitter = lambda v: v * (1 + 0.02 * rng.standard_normal(S))
+  m = {'mase_period0/small': jitter(0.2),
+       'mase_period0/large': jitter(0.2 * short_ratio),
+       f'mase_period{last}/small': jitter(1.0),
+       f'mase_period{last}/large': jitter(long_ratio)}
+  same, cross = cos
+  for name in ('base', 'untrained', 'raw_patches', 'quantised',
+               'meanabs_base'):
+    m[f'cos_same/{name}'] = jitter(same)
+    m[f'cos_cross/{name}'] = jitter(cross)
+  m['stable_rank/base'] = jitter(2.0)
+  mse, med, ce_sample, ce_mean = shrink
+  m.update({'shrink_point/base': jitter(mse),
+            'shrink_point/pinball': jitter(med),
+            'shrink_point/quantised': jitter(mse),
+            'shrink_sample/ce': jitter(ce_sample),
+            'shrink_point/ce': jitter(ce_mean)})
+  return m
+
+
+def test_claims_hold_on_the_papers_pattern_and_controls_fail():
+  cfg = tsfm_config.get_config()
+  m = _metrics(cfg, 2.0, 1.0, (0.6, 0.1), (0.05, 0.1, 1.0, 0.05))
+  claims = exp.evaluate_claims(cfg, m, shuffled=(0.3, 0.3))
+  assert len(claims) == 3
+  for c in claims:
+    assert c.holds, c
+    assert c.control.endswith('(fails)'), c
+
+
+def test_claims_fail_on_the_opposite_pattern():
+  cfg = tsfm_config.get_config()
+  # no frequency bias, no band structure, no shrinkage / collapsed samples
+  for m in (_metrics(cfg, 1.0, 1.0, (0.3, 0.3), (0.9, 0.9, 0.2, 0.9)),
+            _metrics(cfg, 2.0, 2.0, (0.3, 0.29), (0.05, 0.9, 1.0, 0.1))):
+    claims = exp.evaluate_claims(cfg, m, shuffled=(0.3, 0.3))
+    assert sum(c.holds for c in claims) == 0, claims
+
+
+def test_config_errors_name_the_field():
+  c = tsfm_config.get_config('smoke')
+  c.model.patch_base = 5
+  with pytest.raises(cfg_lib.ConfigError, match='model.patch_base'):
+    exp.EXPERIMENT.validate(c)
+  c = tsfm_config.get_config('smoke')
+  c.eval.band_periods = (4.0, 8.0, 6.0, 16.0)
+  with pytest.raises(cfg_lib.ConfigError, match='eval.band_periods'):
+    exp.EXPERIMENT.validate(c)
+  c = tsfm_config.get_config('smoke')
+  c.model.positions = 'alibi'
+  with pytest.raises(cfg_lib.ConfigError, match='model.positions'):
+    exp.EXPERIMENT.validate(c)
+
+
+def test_real_series_load_offline_and_window():
+  real = exp.load_real_series(('sunspots', 'co2', 'nile'))
+  assert {len(v) for v in real.values()} == {309, 2284, 100}
+  assert all(np.all(np.isfinite(v)) for v in real.values())
+  w = exp.real_windows(real['sunspots'], 128, 32, 4)
+  assert w.shape == (4, 160)
+  np.testing.assert_array_equal(w[0], real['sunspots'][-160:])
+  np.testing.assert_array_equal(w[1], real['sunspots'][-192:-32])
+  nile = exp.real_windows(real['nile'], 128, 32, 4)
+  assert nile.shape == (1, 160)
+  np.testing.assert_array_equal(nile[0, -100:], real['nile'])
+  assert np.all(nile[0, :60] == real['nile'][0])
+
+
+def test_variants_change_one_knob_each():
+  v = exp.model_variants(tsfm_config.get_config())
+  knobs = ('patch', 'norm', 'embed', 'loss')
+  diff = lambda a, b: [k for k in knobs if getattr(v[a], k) != getattr(v[b],
+                                                                       k)]
+  for name in ('small', 'large'):
+    assert diff(name, 'base') == ['patch']
+  for name in ('pinball', 'ce'):
+    assert diff(name, 'base') == ['loss']
+  for role in ('small', 'base', 'large'):
+    assert diff(f'meanabs_{role}', role) == ['norm']
+  assert diff('quantised', 'meanabs_base') == ['embed']
+
+
+def test_smoke_run_records_every_claim_and_metric():
+  s = smoke_summary('tsfm_knobs')
+  cfg = tsfm_config.get_config('smoke')
+  assert len(s['claims']) == 3
+  for c in s['claims']:
+    assert c['control'].endswith(('(fails)', '(passes)')), c
+  for name in exp.VARIANTS:
+    for k in ('mase_synth', 'crps_synth', 'shrink_point', 'outlier_dev',
+              'mase_sunspots', 'crps_co2', 'mase_nile', 'cos_same'):
+      v = s['metrics'][f'{k}/{name}']['per_seed']
+      assert len(v) == cfg.num_seeds and all(np.isfinite(v)), (k, name)
+  assert set(s['outlier_interaction']) >= {'k8_zscore', 'k8_meanabs'}
+
+
+@pytest.fixture(scope='module')
+def default_summary(tmp_path_factory):
+  """The default run (~10 min); only the slow tests use it. Its record:
+  results/tsfm_knobs/default/summary.json."""
+  return exp.EXPERIMENT.execute(tsfm_config.get_config(),
+                                tmp_path_factory.mktemp('tsfm_knobs') / 'run')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('start', ['Patch size sets a frequency bias',
+                                   'Patch embeddings of disjoint',
+                                   'Regression to the mean'])
+def test_default_run_claims(default_summary, start):
+  c = find_claim(default_summary, start)
+  assert c['holds'] and c['control'].endswith('(fails)'), c
