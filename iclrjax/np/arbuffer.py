@@ -307,17 +307,19 @@ def prefill(params, cfg: Config, xc, yc, context_valid=None,
       embeds_BxLxD=embed_context(params, cfg, xc, yc), valid_BxL=valid)
 
 
-def joint_mixture(params, cfg: Config, xc, yc, xt, yt, context_valid=None
-                  ) -> Mixture:
+def joint_mixture(params, cfg: Config, xc, yc, xt, yt, context_valid=None,
+                  mask=None) -> Mixture:
   """p(y_i | x_i, ctx, (x, y)_{<i}) for every target [B, Nt, M] in one
   teacher-forced pass over [b_0 .. b_{N-1}, t_0 .. t_{N-1}] against the
-  prefilled context (`teacher_forcing_mask`)."""
+  prefilled context (`teacher_forcing_mask`; `mask` replaces it for
+  ablations)."""
   nc, nt = yc.shape[1], yt.shape[1]
   cache = prefill(params, cfg, xc, yc, context_valid, nc + 2 * nt)
   e = jnp.concatenate([embed_buffer(params, cfg, xt, yt, jnp.arange(nt)),
                        embed_target(params, cfg, xt)], 1)
   z, _ = lm_model.Model(cfg.backbone).extend(
-      params['backbone'], cache, None, teacher_forcing_mask(nt),
+      params['backbone'], cache, None,
+      teacher_forcing_mask(nt) if mask is None else mask,
       embeds_BxLxD=e, commit=0)
   return head(params, cfg, z[:, nt:])
 

@@ -174,6 +174,16 @@ def test_gp_oracle_against_scipy(setup):
                              rtol=1e-4, atol=1e-3)
 
 
+def test_gp_oracle_ignores_padded_context_points(setup):
+  xc, yc, xt, yt, ls, noise = (a[0] for a in setup[1:])
+  pad = lambda a: jnp.concatenate([a, jnp.full_like(a[:2], 0.3)])
+  valid = jnp.arange(NC + 2) < NC
+  for joint in (True, False):
+    np.testing.assert_allclose(
+        ab.gp_logpdf(pad(xc), pad(yc), xt, yt, ls, noise, valid, joint),
+        ab.gp_logpdf(xc, yc, xt, yt, ls, noise, joint=joint), atol=1e-4)
+
+
 def test_bad_config_names_the_field():
   with pytest.raises(ValueError, match='num_components'):
     ab.Config(num_components=1)
