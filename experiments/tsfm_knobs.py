@@ -342,7 +342,7 @@ def run(r: launch.Run) -> launch.Result:
   variants = model_variants(cfg)
   real = load_real_series(cfg.eval.real_series)
   sets = eval_sets(cfg, real)
-  trained: dict[tk.ForecasterConfig, tuple[str, Any]] = {}
+  trained: dict[tk.ForecasterConfig, tuple[dict, Any]] = {}
   metrics: dict[str, np.ndarray] = {}
   params_of = {}
   for name, fc in variants.items():
@@ -355,9 +355,9 @@ def run(r: launch.Run) -> launch.Result:
       keys = jax.random.split(jax.random.fold_in(
           jax.random.PRNGKey(cfg.seed), 30_000), cfg.num_seeds)
       ev = distributed.to_host(make_eval(cfg, fc, sets)(params, keys))
-      trained[fc] = (name, ev)
-      params_of[name] = params
-    for k, v in trained[fc][1].items():
+      trained[fc] = (ev, params)
+    ev, params_of[name] = trained[fc]
+    for k, v in ev.items():
       metrics[f'{k}/{name}'] = np.asarray(v, np.float64)
   base_fc = variants['base']
   init, _ = make_train(cfg, base_fc)

@@ -115,16 +115,32 @@ def test_smoke_run_records_every_claim_and_metric():
 
 @pytest.fixture(scope='module')
 def default_summary(tmp_path_factory):
-  """The default run (~10 min); only the slow tests use it. Its record:
+  """The default run (~9 min); only the slow tests use it. Its record:
   results/tsfm_knobs/default/summary.json."""
   return exp.EXPERIMENT.execute(tsfm_config.get_config(),
                                 tmp_path_factory.mktemp('tsfm_knobs') / 'run')
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('start', ['Patch size sets a frequency bias',
-                                   'Patch embeddings of disjoint',
+@pytest.mark.parametrize('start', ['Patch embeddings of disjoint',
                                    'Regression to the mean'])
 def test_default_run_claims(default_summary, start):
+  # Measured (default config at 0e722d6, 3 seeds): band |cos| cross / same
+  # 0.291 (shuffled-label control 1.011; untrained 0.340, raw patches
+  # 0.252); E|y_hat| / a MSE 0.110, median 0.081, CE samples 1.011 (the CE
+  # head's mean, the control, 0.062).
   c = find_claim(default_summary, start)
+  assert c['holds'] and c['control'].endswith('(fails)'), c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'default config at 0e722d6 (3 seeds, 1500 steps, batch 64): MASE(k=32) '
+    '/ MASE(k=4) on periods 4-8 is 1.048 (0.822 vs 0.784; k=16 0.546), not '
+    '>= 1.5, while on periods 64-128 it is 0.603 (2.731 vs 4.529): k=4 is '
+    'the slowest learner at every period but the shortest (32 tokens per '
+    'context), and every model stays near the naive forecast on periods '
+    '4-8; seed-noise control 1.060'))
+def test_default_run_frequency_bias(default_summary):
+  c = find_claim(default_summary, 'Patch size sets a frequency bias')
   assert c['holds'] and c['control'].endswith('(fails)'), c
