@@ -200,31 +200,38 @@ def eval_sets(c: ml_collections.ConfigDict, real: dict[str, np.ndarray]
   """Held-out sets from their own key (common to every model and seed)."""
   m, e, d = c.model, c.eval, c.data
   T = m.context + m.horizon
-  ks = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(c.seed),
-                                           10_000), 8)
   edges = e.period_edges
-  sins = []
-  for i in range(len(edges) - 1):
-    kp, kx = jax.random.split(jax.random.fold_in(ks[0], i))
-    periods = tk.log_uniform(kp, (e.series_per_bin,), edges[i], edges[i + 1])
-    sins.append(tk.sinusoids(kx, periods, T, e.sin_noise))
   sc = series_config(c)
-  synth = jax.vmap(lambda k: tk.synthetic_series(k, T, sc, m.context))(
-      jax.random.split(ks[1], e.num_synthetic))
-  jumps, _ = jax.vmap(lambda k: tk.jump_series(
-      k, m.context, m.horizon, d.jump_size, d.jump_noise))(
-          jax.random.split(ks[2], e.num_synthetic))
-  ctx = synth[:, :m.context]
-  pos = jax.random.randint(ks[3], (e.num_synthetic,), m.context // 2,
-                           m.context)
-  sign = jnp.where(jax.random.bernoulli(ks[4], 0.5, (e.num_synthetic,)), 1.0,
-                   -1.0)
-  spike = e.spike_sigma * jnp.std(ctx, -1) * sign
-  spiked = ctx + spike[:, None] * jax.nn.one_hot(pos, m.context)
+
+  @jax.jit   # one program, not one compile per eager op
+  def synthetic_sets(key):
+    ks = jax.random.split(key, 8)
+    sins = []
+    for i in range(len(edges) - 1):
+      kp, kx = jax.random.split(jax.random.fold_in(ks[0], i))
+      periods = tk.log_uniform(kp, (e.series_per_bin,), edges[i],
+                               edges[i + 1])
+      sins.append(tk.sinusoids(kx, periods, T, e.sin_noise))
+    synth = jax.vmap(lambda k: tk.synthetic_series(k, T, sc, m.context))(
+        jax.random.split(ks[1], e.num_synthetic))
+    jumps, _ = jax.vmap(lambda k: tk.jump_series(
+        k, m.context, m.horizon, d.jump_size, d.jump_noise))(
+            jax.random.split(ks[2], e.num_synthetic))
+    ctx = synth[:, :m.context]
+    pos = jax.random.randint(ks[3], (e.num_synthetic,), m.context // 2,
+                             m.context)
+    sign = jnp.where(jax.random.bernoulli(ks[4], 0.5, (e.num_synthetic,)),
+                     1.0, -1.0)
+    spike = e.spike_sigma * jnp.std(ctx, -1) * sign
+    spiked = ctx + spike[:, None] * jax.nn.one_hot(pos, m.context)
+    return jnp.stack(sins), synth, jumps, spiked
+
+  sets = synthetic_sets(jax.random.fold_in(jax.random.PRNGKey(c.seed),
+                                           10_000))
   wins = {n: jnp.asarray(real_windows(x, m.context, m.horizon,
                                       e.real_windows))
           for n, x in real.items()}
-  return EvalSets(jnp.stack(sins), synth, jumps, spiked, wins)
+  return EvalSets(*sets, wins)
 
 
 def probe_patches(c: ml_collections.ConfigDict, fc: tk.ForecasterConfig
@@ -233,16 +240,21 @@ def probe_patches(c: ml_collections.ConfigDict, fc: tk.ForecasterConfig
   the disjoint period bands of `eval.band_periods` (pairs of edges)."""
   e = c.eval
   bands = list(zip(e.band_periods[0::2], e.band_periods[1::2]))
-  key = jax.random.fold_in(jax.random.PRNGKey(c.seed), 20_000)
-  xs, labels = [], []
-  for b, (lo, hi) in enumerate(bands):
-    kp, kx = jax.random.split(jax.random.fold_in(key, b))
-    periods = tk.log_uniform(kp, (e.probe_per_band,), lo, hi)
-    xs.append(tk.sinusoids(kx, periods, fc.context))
-    labels.append(jnp.full((e.probe_per_band,), b))
-  x = jnp.concatenate(xs)
-  loc, scale = tk.normalise(x, fc.norm)
-  return ((x - loc) / scale)[:, -fc.patch:], jnp.concatenate(labels)
+
+  @jax.jit
+  def make(key):
+    xs = []
+    for b, (lo, hi) in enumerate(bands):
+      kp, kx = jax.random.split(jax.random.fold_in(key, b))
+      periods = tk.log_uniform(kp, (e.probe_per_band,), lo, hi)
+      xs.append(tk.sinusoids(kx, periods, fc.context))
+    x = jnp.concatenate(xs)
+    loc, scale = tk.normalise(x, fc.norm)
+    return ((x - loc) / scale)[:, -fc.patch:]
+
+  band = np.repeat(np.arange(len(bands)), e.probe_per_band)
+  return (make(jax.random.fold_in(jax.random.PRNGKey(c.seed), 20_000)),
+          jnp.asarray(band))
 
 
 def make_eval(c: ml_collections.ConfigDict, fc: tk.ForecasterConfig,
@@ -327,10 +339,15 @@ def shuffled_band_cosines(c, fc, params_seed0) -> tuple[float, float]:
   band labels permuted (same vs cross then differ by chance only)."""
   net = tk.PatchForecaster(fc)
   probe, band = probe_patches(c, fc)
-  emb = net.apply({'params': params_seed0}, probe[:, None],
-                  method=tk.PatchForecaster.embed_patches)[:, 0]
+
+  @jax.jit
+  def cosines(params, labels):
+    emb = net.apply({'params': params}, probe[:, None],
+                    method=tk.PatchForecaster.embed_patches)[:, 0]
+    return tk.band_cosines(emb, labels, len(c.eval.band_periods) // 2)
+
   perm = jax.random.permutation(jax.random.PRNGKey(c.seed + 1), band)
-  same, cross = tk.band_cosines(emb, perm, len(c.eval.band_periods) // 2)
+  same, cross = cosines(params_seed0, perm)
   return float(same), float(cross)
 
 
