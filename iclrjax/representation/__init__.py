@@ -1,0 +1,1 @@
+"""Representation learning: intervention (delta) embeddings."""
