@@ -71,7 +71,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   t.num_steps = 2000
   t.lr = 1e-3
   t.weight_decay = 1e-4
-  t.chunk_size = 1000
+  t.chunk_size = 500
 
   e = c.eval = ml_collections.ConfigDict()
   e.margin = 0.30                # XOR: IF >= LF + margin

@@ -133,14 +133,18 @@ def loss_fn(c: ml_collections.ConfigDict, kind: str, model, params,
     parts = {'ce': ce}
   else:
     out = model.apply(params, xa, xb)
-    proj = fusion.rip_projection(jax.random.key(c.seed + 99), c.model.latent,
-                                 c.model.rip_dim)
-    theta = fusion.random_directions(key, c.model.num_directions,
-                                     c.model.rip_dim)
-    w = (c.model.informatic_weight, c.model.cohering_weight) if (
-        kind == 'iid') else (0.0, 0.0)
-    ce, parts = fusion.iid_loss(out, batch.y, proj, theta, *w)
     logits = out.logits
+    if kind == 'iid':
+      proj = fusion.rip_projection(jax.random.key(c.seed + 99),
+                                   c.model.latent, c.model.rip_dim)
+      theta = fusion.random_directions(key, c.model.num_directions,
+                                       c.model.rip_dim)
+      ce, parts = fusion.iid_loss(out, batch.y, proj, theta,
+                                  c.model.informatic_weight,
+                                  c.model.cohering_weight)
+    else:   # IF: both weights 0 (the regularisers are not computed)
+      ce = fusion.cross_entropy(logits, batch.y)
+      parts = {'ce': ce}
   acc = jnp.mean(jnp.argmax(logits, -1) == batch.y)
   return ce, {**parts, 'acc': acc}
 
