@@ -138,15 +138,22 @@ def make_training(c: ml_collections.ConfigDict, model_kind: str,
     loss, grads = jax.value_and_grad(loss_fn)(state.params)
     updates, opt_state = opt.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    logits = apply(params, d, False, None)
-    hit = (logits.argmax(-1) == d['y']).astype(jnp.float32)
-    acc = lambda m: jnp.sum(hit * m) / jnp.sum(m)
-    val, test = acc(d['val']), acc(d['test'])
-    better = val > state.best['val']
-    new = {'val': val, 'test': test, 'probs': jax.nn.softmax(logits)}
-    best = jax.tree.map(lambda a, b: jnp.where(better, a, b), new, state.best)
+
+    def evaluate(best):
+      logits = apply(params, d, False, None)
+      hit = (logits.argmax(-1) == d['y']).astype(jnp.float32)
+      acc = lambda m: jnp.sum(hit * m) / jnp.sum(m)
+      new = {'val': acc(d['val']), 'test': acc(d['test']),
+             'probs': jax.nn.softmax(logits)}
+      better = new['val'] > best['val']
+      return jax.tree.map(lambda a, b: jnp.where(better, a, b), new, best)
+
+    last = step_t + 1 == t.num_steps
+    best = jax.lax.cond(((step_t + 1) % t.eval_every == 0) | last, evaluate,
+                        lambda b: b, state.best)
     return (state._replace(params=params, opt_state=opt_state, best=best),
-            {'loss': loss, 'val_acc': val, 'test_acc': test})
+            {'loss': loss, 'best_val_acc': best['val'],
+             'best_test_acc': best['test']})
 
   return init, step
 
@@ -529,6 +536,7 @@ EXPERIMENT = launch.Experiment('fgl', run, schema={
     'train.weight_decay': cfg_lib.Float(min=0.0),
     'train.num_steps': _POS_INT,
     'train.chunk_size': _POS_INT,
+    'train.eval_every': _POS_INT,
     'eval.dp_nodes': cfg_lib.Int(min=2),
     'eval.dp_trees': _POS_INT,
     'eval.dp_tol': _POS,
