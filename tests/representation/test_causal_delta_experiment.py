@@ -97,3 +97,35 @@ def default_summary(tmp_path_factory):
 
 
 RECORD = ROOT / 'results' / 'causal_delta' / 'default' / 'summary.json'
+
+
+def test_the_recorded_default_run_matches_its_claims():
+  """results/causal_delta/default/summary.json: the claims' verdicts as
+  recorded (the slow tests below rerun them)."""
+  s = json.loads(RECORD.read_text())
+  assert s['config'] == json.loads(json.dumps(
+      cfg_lib.to_dict(cde_config.get_config())))
+  assert find_claim(s, 'Under the compositional shift')['holds']
+  assert find_claim(s, 'Opposing actions')['holds']
+  assert not find_claim(s, 'In distribution')['holds']
+  for c in s['claims']:
+    assert c['control'].endswith('(fails)'), c
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('start', ['Under the compositional shift',
+                                   'Opposing actions'])
+def test_default_run_claims(default_summary, start):
+  c = find_claim(default_summary, start)
+  assert c['holds'] and c['control'].endswith('(fails)'), c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'ID parity does not reproduce at the default size (results at 79315c5, '
+    '5 seeds): ID accuracy concat 0.960, delta 0.970, cde 0.931 (spread '
+    '0.039 > 0.01); CE + SupCon (alpha 0.5) + L1 costs cde ~0.03-0.04 ID '
+    'accuracy at 2000 steps'))
+def test_default_run_id_parity(default_summary):
+  c = find_claim(default_summary, 'In distribution')
+  assert c['holds'] and c['control'].endswith('(fails)'), c
