@@ -331,7 +331,7 @@ EXPERIMENT = launch.Experiment('causal_delta', run, schema={
     'train.weight_decay': cfg_lib.Float(min=0.0),
     'train.chunk_size': cfg_lib.Int(min=1),
     'eval.id_margin': _POS,
-    'eval.ood_margin': cfg_lib.Float(),
+    'eval.ood_margin': cfg_lib.Float(min=0.0),
     'eval.max_cos': cfg_lib.Float(min=-1.0, max=1.0),
 }, check_fn=check_config)
 
