@@ -30,7 +30,6 @@ targets in every batch). Then, on the host:
 from __future__ import annotations
 
 import functools
-import math
 import time
 from typing import Any, NamedTuple
 

@@ -72,15 +72,9 @@ def test_one_pass_joint_density_equals_sequential_cached_decode(setup):
   np.testing.assert_allclose(one, seq, atol=1e-4, rtol=0)
   # Not equal by construction: a target that also saw its own buffer slot
   # (b_{<=i}, i.e. its own y) gives other values.
-  leak = jnp.asarray(ab.teacher_forcing_mask(NT))
-  leak = leak | (jnp.eye(2 * NT, k=-NT, dtype=bool))
-  from iclrjax.lm import model as lm_model
-  cache = ab.prefill(p, CFG, xc, yc, None, NC + 2 * NT)
-  e = jnp.concatenate([ab.embed_buffer(p, CFG, xt, yt, jnp.arange(NT)),
-                       ab.embed_target(p, CFG, xt)], 1)
-  z, _ = lm_model.Model(CFG.backbone).extend(p['backbone'], cache, None, leak,
-                                             embeds_BxLxD=e, commit=0)
-  leaked = ab.mixture_logpdf(ab.head(p, CFG, z[:, NT:]), yt)
+  leak = ab.teacher_forcing_mask(NT) | jnp.eye(2 * NT, k=-NT, dtype=bool)
+  leaked = ab.mixture_logpdf(
+      ab.joint_mixture(p, CFG, xc, yc, xt, yt, mask=leak), yt)
   assert float(jnp.abs(leaked - one).max()) > 1e-3
 
 
