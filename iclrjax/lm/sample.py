@@ -85,9 +85,18 @@ def sample(model: lm_model.Model, params, prompts_BxP: jax.Array,
            top_k: int | None = None, top_p: float | None = None,
            stop_tokens: Sequence[int] = (), pad_token: int = 0,
            prompt_mask_BxPxP: jax.Array | None = None,
-           use_cache: bool = True) -> Samples:
-  """`num_samples` completions of `max_new_tokens` for each prompt."""
-  B, P = prompts_BxP.shape
+           use_cache: bool = True,
+           prompt_embeds_BxPxD: jax.Array | None = None) -> Samples:
+  """`num_samples` completions of `max_new_tokens` for each prompt.
+
+  `prompt_embeds_BxPxD` replaces the prompt's token lookup (continuous
+  inputs such as frame features; `prompts_BxP` may then be None); the new
+  tokens are embedded as usual. It needs the cached path.
+  """
+  if prompt_embeds_BxPxD is not None and not use_cache:
+    raise ValueError('sample: prompt_embeds_BxPxD needs use_cache=True')
+  B, P = (prompts_BxP if prompt_embeds_BxPxD is None
+          else prompt_embeds_BxPxD).shape[:2]
   n, T = num_samples, max_new_tokens
   total = P + T
   if total > model.cfg.max_len and model.cfg.positions == 'learned':
@@ -108,7 +117,8 @@ def sample(model: lm_model.Model, params, prompts_BxP: jax.Array,
   done0 = jnp.zeros((B * n,), bool)
   if use_cache:
     cache = lm_model.repeat_cache(
-        model.prefill(params, prompts_BxP, pm, cache_len=total), n)
+        model.prefill(params, prompts_BxP, pm, cache_len=total,
+                      embeds_BxLxD=prompt_embeds_BxPxD), n)
 
     def step(carry, k):
       cache, done = carry

@@ -112,3 +112,14 @@ def test_left_padded_prompt_samples_as_the_unpadded_one(setup):
   b = lm_sample.sample(m, params, padded, jax.random.key(0),
                        prompt_mask_BxPxP=pm, **kw)
   np.testing.assert_array_equal(a.tokens_NxT, b.tokens_NxT)   # rope: relative
+
+
+def test_prompt_embeddings_sample_as_the_embedded_tokens(setup):
+  m, params, prompts = setup
+  emb = params['embed']['embedding'][prompts]
+  kw = dict(KW, greedy=False)
+  a = lm_sample.sample(m, params, prompts, jax.random.key(3), **kw)
+  b = lm_sample.sample(m, params, None, jax.random.key(3),
+                       prompt_embeds_BxPxD=emb, **kw)
+  np.testing.assert_array_equal(a.tokens_NxT, b.tokens_NxT)
+  np.testing.assert_allclose(a.logprobs_NxT, b.logprobs_NxT, atol=1e-6)
