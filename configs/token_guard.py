@@ -19,12 +19,14 @@ Variants:
            hidden-state terms.
   paper    the reference's scale for a GPU/TPU: a 16-layer D=1024 decoder,
            32 bindings of 4-digit values behind shuffled keys, 5 queried
-           keys, the reference's search (step_beams 4 x num_rollout 4).
+           keys, the reference's search (step_beams 4 x num_rollout 10).
 
 Token-Guard's constants are the reference's `TokenGuardConfig` (lam 0.6,
 tau_token 0.4, alpha/beta/gamma 0.5/0.3/0.2, tau_seg 0.55/0.75, tau_global
 0.7, delta_tau 0.1, M_max 2, 3 retries at T 0.7 / top-p 0.9, lambda_TG 2,
-selection temperature 0.3). The reference's TF-IDF clustering and keyword /
+selection temperature 0.3; rollouts at T 0.7 / top-p 0.95 and low-sigma
+pruning at 0.8 as in guard/generation_utils.py and run_guard.py). The
+reference's TF-IDF clustering and keyword /
 length bonuses are text heuristics and are not used (see
 iclrjax/lm/token_guard.py).
 
@@ -59,7 +61,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       lambda_val=0.6, tau_token=0.4, alpha=0.5, beta=0.3, gamma=0.2,
       tau_seg_low=0.55, tau_seg_high=0.75, tau_global=0.7, delta_tau=0.1,
       softmin_tau=0.1, tg_lambda=2.0, refine_temperature=0.7,
-      refine_top_p=0.9, rollout_temperature=1.0, sigma_rate=1.0,
+      refine_top_p=0.9, rollout_temperature=0.7, rollout_top_p=0.95,
+      sigma_rate=0.8,
       select_temperature=0.3, m_max=2, max_retries=3, cutoff_back=2,
       step_beams=2, num_rollout=2))
   c.eval = ml_collections.ConfigDict(dict(
@@ -85,6 +88,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.train.update(num_steps=20000, batch_size=256, lr=3e-4,
                    weight_decay=0.1, chunk_size=500, probe_every=100,
                    probe_size=1024, target=0.6)
-    c.token_guard.update(step_beams=4, num_rollout=4)
+    c.token_guard.update(step_beams=4, num_rollout=10)
     c.eval.update(detect_prompts=5000, decode_prompts=2000, best_of_n=32)
   return c

@@ -226,8 +226,8 @@ def _decode_baselines(model, lay, n_best, params_S, prompts, targets, key,
   return jax.vmap(one)(params_S)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 6))
-def _decode_search(model, lay, params_S, prompts, key, cfg, score):
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _decode_search(model, lay, params_S, prompts, key, cfg):
   """foresight_search on every prompt for every seed: (answers [S, B, T],
   passes [S, B], F_global [S, B], refinement calls [S, B])."""
   cv = jnp.ones((prompts.shape[1],), bool)
@@ -235,7 +235,7 @@ def _decode_search(model, lay, params_S, prompts, key, cfg, score):
 
   def one(params):
     out = jax.vmap(lambda p, k: tg.foresight_search(
-        model, params, p, cv, k, lay, cfg, score))(prompts, keys)
+        model, params, p, cv, k, lay, cfg))(prompts, keys)
     return (out.tokens_L[:, lay.prompt_len:], out.passes, out.f_global,
             out.refined)
 
@@ -254,11 +254,10 @@ def decoding(c, params_S) -> dict[str, dict[str, np.ndarray]]:
       c.eval.temperature)))
   passes = {'greedy': T, 'temperature': T, 'best_of_n': c.eval.best_of_n * T}
   extra = {}
-  for arm, conf, score in (('phi', cfg, False), ('token_guard', cfg, True),
-                           ('token_guard_no_hidden', cfg.without_hidden(),
-                            True)):
+  for arm, conf in (('phi', cfg.phi_decoding()), ('token_guard', cfg),
+                    ('token_guard_no_hidden', cfg.without_hidden())):
     ans, p, g, n_ref = _decode_search(model, lay, params_S, b.prompt_BxP,
-                                      key, conf, score)
+                                      key, conf)
     answers[arm] = ans
     passes[arm] = np.asarray(p).mean(-1)
     extra[arm] = {'f_global': np.asarray(g).mean(-1),
@@ -433,6 +432,8 @@ EXPERIMENT = launch.Experiment('token_guard', run, schema={
     'token_guard.num_rollout': cfg_lib.Int(min=1),
     'token_guard.rollout_temperature': _POS,
     'token_guard.refine_temperature': _POS,
+    'token_guard.rollout_top_p': cfg_lib.Float(min=0.0, max=1.0,
+                                               min_inclusive=False),
     'token_guard.refine_top_p': cfg_lib.Float(min=0.0, max=1.0,
                                               min_inclusive=False),
     'eval.detect_prompts': cfg_lib.Int(min=2),

@@ -95,10 +95,12 @@ class TokenGuardConfig:
   tg_lambda: float = 2.0        # fused advantage adv + tg_lambda F_global
   refine_temperature: float = 0.7
   refine_top_p: float = 0.9
-  rollout_temperature: float = 1.0
-  sigma_rate: float = 1.0       # low-sigma width pruning
+  rollout_temperature: float = 0.7  # generation_utils: T 0.7, top-p 0.95
+  rollout_top_p: float = 0.95
+  sigma_rate: float = 0.8       # low-sigma width pruning (run_guard.py)
   select_temperature: float = 0.3   # generation_utils.TEMPERATURE
   max_passes: float = 0.0       # a search's forward-pass budget (0: none)
+  use_scorer: bool = True       # False: phi-decoding (no scores, no refining)
   m_max: int = struct.field(pytree_node=False, default=2)   # global rounds
   max_retries: int = struct.field(pytree_node=False, default=3)
   cutoff_back: int = struct.field(pytree_node=False, default=2)
@@ -108,6 +110,10 @@ class TokenGuardConfig:
   def without_hidden(self) -> 'TokenGuardConfig':
     """The likelihood-only ablation: lam = 0 in Eq. 3, beta = gamma = 0."""
     return self.replace(lambda_val=0.0, beta=0.0, gamma=0.0)
+
+  def phi_decoding(self) -> 'TokenGuardConfig':
+    """The search without Token-Guard (lambda_TG = 0, no refinement)."""
+    return self.replace(use_scorer=False)
 
 
 class Segment(NamedTuple):
@@ -387,10 +393,10 @@ class SearchOut(NamedTuple):
 
 def foresight_search(model: lm_model.Model, params, prompt_P: jax.Array,
                      context_valid_P: jax.Array, key: jax.Array,
-                     layout: Layout, cfg: TokenGuardConfig,
-                     score: bool = True) -> SearchOut:
-  """Token-Guard decoding of one prompt (see the module doc). With `score`
-  False it is phi-decoding (lambda_TG = 0: no scoring, no refinement);
+                     layout: Layout, cfg: TokenGuardConfig) -> SearchOut:
+  """Token-Guard decoding of one prompt (see the module doc). With
+  `cfg.use_scorer` False it is phi-decoding (lambda_TG = 0: no scoring, no
+  refinement; a traced flag, so both share one compiled program);
   `cfg.max_retries = 0` and `cfg.m_max = 0` turn refinement off."""
   P, S, K = layout
   Bm, R = cfg.step_beams, cfg.num_rollout
@@ -418,7 +424,7 @@ def foresight_search(model: lm_model.Model, params, prompt_P: jax.Array,
     lo = P + k * S
     hi = lo + S
     rows = fill(model, params, beams[parent], ones, k_roll, lo, S,
-                temperature=cfg.rollout_temperature)
+                temperature=cfg.rollout_temperature, top_p=cfg.rollout_top_p)
     passes += N * S
     logp_tok = forward(model, params, rows)[0]
     in_step = (pos >= lo) & (pos < hi)
@@ -426,42 +432,39 @@ def foresight_search(model: lm_model.Model, params, prompt_P: jax.Array,
     keep = step_logp > step_logp.mean() - cfg.sigma_rate * step_logp.std()
     keep = keep.at[jax.lax.top_k(step_logp, Bm)[1]].set(True)
     rows = fill(model, params, rows, ones, k_fore, hi, L - P - S,
-                temperature=cfg.rollout_temperature)       # foresight
+                temperature=cfg.rollout_temperature,
+                top_p=cfg.rollout_top_p)                     # foresight
     passes += keep.sum() * (L - hi)
     sc = score_rows(model, params, rows, layout, cv, cfg)
     value = (sc.logp_K * (jnp.arange(K) >= k)).sum(-1)
     adv = value - values[parent]
     seg = _where_k(jnp.arange(K) < k, _take(arts, parent), sc.seg)
-    if score:
-      passes += keep.sum()
-      rows, seg, p = refine(model, params, rows, seg, k, jnp.full((N,), adj),
-                            k_ref, layout, cv, cfg, cfg.max_retries, keep,
-                            budget(passes, k + 1))
-      passes += p.sum()
-      n_ref += (p > 0).sum()
-      chain = jax.vmap(lambda s: chain_score(s, jnp.arange(K) <= k, cfg))(seg)
-      fused = adv + cfg.tg_lambda * chain.f_global
-    else:
-      fused = adv
+    use = cfg.use_scorer
+    passes += keep.sum() * use
+    rows, seg, p = refine(model, params, rows, seg, k, jnp.full((N,), adj),
+                          k_ref, layout, cv, cfg, cfg.max_retries, keep & use,
+                          budget(passes, k + 1))
+    passes += p.sum()
+    n_ref += (p > 0).sum()
+    chain = jax.vmap(lambda s: chain_score(s, jnp.arange(K) <= k, cfg))(seg)
+    fused = adv + use * cfg.tg_lambda * chain.f_global
     sel = _gumbel_top(k_sel, fused / cfg.select_temperature, keep, Bm)
-    if score:
-      adj = threshold_adjustment(_take(chain, sel[0]), cfg)
+    adj = jnp.where(use, threshold_adjustment(_take(chain, sel[0]), cfg), 0.)
     beams = jnp.where(pos[None] < hi, rows[sel], 0)
     return (beams, value[sel], _take(seg, sel), adj, passes, n_ref), None
 
   zero = jnp.zeros(())
   (beams, values, arts, adj, passes, n_ref), _ = jax.lax.scan(
       step, (beams, values, arts, zero, zero, zero), jnp.arange(K))
-  if not score:
-    return SearchOut(beams[jnp.argmax(values)], passes, zero, n_ref)
+  use = cfg.use_scorer
   every = jnp.ones((K,), bool)
   chains = jax.vmap(lambda s: chain_score(s, every, cfg))(arts)
-  best = jnp.argmax(values + cfg.tg_lambda * chains.f_global)
+  best = jnp.argmax(values + use * cfg.tg_lambda * chains.f_global)
 
   def round_(carry, m):                           # global rounds
     row, art, adj, passes, n_ref = carry
     g = chain_score(_take(art, 0), every, cfg)
-    go = g.f_global < cfg.tau_global
+    go = (g.f_global < cfg.tau_global) & use
     adj = jnp.where(go, threshold_adjustment(g, cfg), adj)
     row, art, p = refine(model, params, row, art, jnp.argmin(art.f_seg[0]),
                          adj[None], jax.random.fold_in(key, 1000 + m),
@@ -472,8 +475,8 @@ def foresight_search(model: lm_model.Model, params, prompt_P: jax.Array,
   (row, art, _, passes, n_ref), _ = jax.lax.scan(
       round_, (beams[best][None], _take(arts, best[None]), adj, passes,
                n_ref), jnp.arange(cfg.m_max))
-  return SearchOut(row[0], passes,
-                   chain_score(_take(art, 0), every, cfg).f_global, n_ref)
+  g = chain_score(_take(art, 0), every, cfg).f_global
+  return SearchOut(row[0], passes, jnp.where(use, g, 0.0), n_ref)
 
 
 def _where_k(c_K, a, b):

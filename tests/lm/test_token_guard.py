@@ -207,12 +207,13 @@ def test_search_passes_and_determinism(tiny):
   cv = jnp.ones(4, bool)
   key = jax.random.PRNGKey(3)
   c = tg.TokenGuardConfig(step_beams=2, num_rollout=2, sigma_rate=10.0)
-  run = jax.jit(tg.foresight_search, static_argnums=(0, 5, 6, 7))
-  phi = run(m, params, prompt, cv, key, layout, c, False)
+  run = jax.jit(tg.foresight_search, static_argnums=(0, 5))
+  phi = run(m, params, prompt, cv, key, layout, c.phi_decoding())
   # phi-decoding, nothing pruned: 4 rollouts x (2 step + foresight) tokens.
   assert float(phi.passes) == 4 * (6 + 4 + 2)
-  out = run(m, params, prompt, cv, key, layout, c, True)
-  again = run(m, params, prompt, cv, key, layout, c, True)
+  assert float(phi.refined) == 0.0 and float(phi.f_global) == 0.0
+  out = run(m, params, prompt, cv, key, layout, c)
+  again = run(m, params, prompt, cv, key, layout, c)
   np.testing.assert_array_equal(out.tokens_L, again.tokens_L)
   np.testing.assert_array_equal(out.tokens_L[:4], prompt)
   assert float(out.passes) >= float(phi.passes) + 3 * 4
@@ -220,8 +221,7 @@ def test_search_passes_and_determinism(tiny):
   extra = float(out.passes) - float(phi.passes) - 3 * 4
   assert extra <= float(out.refined) * c.max_retries * 3
   assert 0.0 <= float(out.f_global) <= 1.0
-  capped = run(m, params, prompt, cv, key, layout, c.replace(max_passes=60.),
-               True)
+  capped = run(m, params, prompt, cv, key, layout, c.replace(max_passes=60.))
   assert float(phi.passes) + 12 <= float(capped.passes) <= 60.0
 
 
@@ -232,8 +232,9 @@ def test_refine_keeps_only_improvements(tiny):
   cv = jnp.ones((6, 4), bool)
   c = tg.TokenGuardConfig(tau_seg_low=-10.0, tau_seg_high=10.0)  # always on
   sc = tg.score_rows(m, params, toks, layout, cv, c)
-  new, seg, passes = tg.refine(m, params, toks, sc.seg, 1, jnp.zeros(6),
-                               jax.random.PRNGKey(2), layout, cv, c, 3)
+  new, seg, passes = jax.jit(tg.refine, static_argnums=(0, 7, 10))(
+      m, params, toks, sc.seg, 1, jnp.zeros(6), jax.random.PRNGKey(2),
+      layout, cv, c, 3)
   assert (np.asarray(seg.f_seg[:, 1]) >= np.asarray(sc.seg.f_seg[:, 1])).all()
   np.testing.assert_array_equal(new[:, :7], toks[:, :7])
   rescored = tg.score_rows(m, params, new, layout, cv, c)

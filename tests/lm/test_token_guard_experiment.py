@@ -54,7 +54,7 @@ def _records(win: bool):
          'auroc_logp': np.full(S, 0.7), 'auroc_fseg_no_hidden':
              np.full(S, 0.69), 'segment_accuracy': np.full(S, 0.5)}
   if win:
-    dec = _dec({'phi': 0.22, 'tg': 0.35, 'lik': 0.25},
+    dec = _dec({'phi': 0.22, 'tg': 0.35, 'lik': 0.225},
                {'phi': 0.47, 'tg': 0.3}, 7.5)
   else:
     dec = _dec({'phi': 0.3, 'tg': 0.22, 'lik': 0.3},
