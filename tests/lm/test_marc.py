@@ -78,32 +78,37 @@ def test_compress_matches_a_numpy_loop(videos, rho, target):
 
 def test_budget_is_exactly_p_tokens_and_stage_one_stays_in_segments():
   """Property test on random frames, segments and retrieval masks."""
-  T, P, D = 16, 3, 5
-  for s in range(20):
-    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(s), 3)
+  T, P, D, N = 16, 3, 5, 20
+
+  def case(key):
+    k1, k2, k3 = jax.random.split(key, 3)
     x = jax.random.normal(k1, (T, P, D))
     b = jax.random.bernoulli(k2, 0.3, (T,)).at[0].set(False)
     seg = jnp.cumsum(b)
     keep = jnp.isin(seg, jax.random.permutation(k3, T)[:3]) | (seg == 0)
-    kept = np.asarray(keep)
-    # Stage 1 only: every slot holds frames of one segment, contiguous in
-    # time, and each segment keeps min(its size, rho) slots.
-    c1 = marc.compress(x, seg, keep, 2, T)
-    m1 = np.asarray(c1.members_TxT)[:int(c1.count)]
-    segs = np.asarray(seg)
+    # stage 1 only (rho = 2, no global budget) and both stages (1 frame)
+    return (seg, keep, marc.compress(x, seg, keep, 2, T),
+            marc.compress(x, seg, keep, 1, 1))
+
+  segs, keeps, c1, c = jax.tree.map(np.asarray, jax.jit(jax.vmap(case))(
+      jax.random.split(jax.random.PRNGKey(0), N)))
+  for i in range(N):
+    kept, sg = keeps[i], segs[i]
+    m1 = c1.members_TxT[i, :c1.count[i]]
+    # every stage-1 slot holds frames of one segment, contiguous in time
     for row in m1:
       src = np.flatnonzero(row)
-      assert len(set(segs[src])) == 1
+      assert len(set(sg[src])) == 1
       np.testing.assert_array_equal(src, np.arange(src[0], src[-1] + 1))
     np.testing.assert_array_equal(m1.sum(0), kept.astype(int))
-    for g in set(segs[kept]):
-      assert (segs[[np.flatnonzero(r)[0] for r in m1]] == g).sum() == min(
-          2, (segs[kept] == g).sum())
-    # Both stages: exactly target_frames slots, i.e. P tokens for 1 frame.
-    c = marc.compress(x, seg, keep, 1, 1)
-    assert int(c.count) == 1
-    np.testing.assert_array_equal(np.asarray(c.members_TxT[0]), kept)
-  tok = marc.vmr_tokens(marc.make_video(jax.random.PRNGKey(1), VC), RC)
+    firsts = sg[[np.flatnonzero(r)[0] for r in m1]]
+    for g in set(sg[kept]):   # each segment keeps min(its size, rho) slots
+      assert (firsts == g).sum() == min(2, (sg[kept] == g).sum())
+    # both stages: exactly target_frames = 1 slot (P tokens), all kept frames
+    assert c.count[i] == 1
+    np.testing.assert_array_equal(c.members_TxT[i, 0], kept)
+  tok = jax.jit(lambda k: marc.vmr_tokens(marc.make_video(k, VC), RC))(
+      jax.random.PRNGKey(1))
   assert tok.shape == (VC.num_patches, VC.dim)
 
 
