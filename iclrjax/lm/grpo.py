@@ -117,10 +117,14 @@ def completion_logprobs(model: lm_model.Model, params, prompts_NxP,
 
 
 def sft_loss(model: lm_model.Model, params, tokens_NxL: jax.Array,
-             target_mask_NxL: jax.Array) -> jax.Array:
-  """Mean cross-entropy of the tokens where target_mask is True, each given
-  the tokens before it (position 0 cannot be a target)."""
-  logp = lm_sample.sequence_logprobs(model, params, tokens_NxL)
+             target_mask_NxL: jax.Array,
+             attn_mask_NxLxL: jax.Array | None = None) -> jax.Array:
+  """Mean cross-entropy of the tokens where target_mask is True (or the
+  target_mask-weighted mean, for float weights), each given the tokens
+  before it (position 0 cannot be a target), under `attn_mask_NxLxL`
+  (default causal)."""
+  logp = lm_sample.sequence_logprobs(model, params, tokens_NxL,
+                                     attn_mask_NxLxL)
   m = target_mask_NxL[:, 1:].astype(jnp.float32)
   return -jnp.sum(logp * m) / jnp.maximum(m.sum(), 1.0)
 
@@ -137,12 +141,15 @@ def init_state(params, optimizer: optax.GradientTransformation) -> TrainState:
 
 def make_sft_step(model: lm_model.Model,
                   optimizer: optax.GradientTransformation) -> Callable:
-  """(state, tokens_NxL, target_mask_NxL) -> (state, {'loss'}), unjitted."""
+  """(state, tokens_NxL, target_mask_NxL[, attn_mask_NxLxL]) -> (state,
+  {'loss'}), unjitted."""
 
-  def step(state: TrainState, tokens, target_mask):
-    tokens, target_mask = distributed.shard_batch((tokens, target_mask))
+  def step(state: TrainState, tokens, target_mask, attn_mask=None):
+    tokens, target_mask, attn_mask = distributed.shard_batch(
+        (tokens, target_mask, attn_mask))
     loss, g = jax.value_and_grad(
-        lambda p: sft_loss(model, p, tokens, target_mask))(state.params)
+        lambda p: sft_loss(model, p, tokens, target_mask, attn_mask))(
+            state.params)
     updates, opt = optimizer.update(g, state.opt_state, state.params)
     return TrainState(optax.apply_updates(state.params, updates), opt,
                       state.step + 1), {'loss': loss}
