@@ -128,12 +128,17 @@ def evaluate(c, params_S, num_subgoals: int, kind: str, *, rounds: int = 1,
   return {'accuracy': acc, 'revisions': rev, 'fixes': fix}
 
 
-def gradient_probe(c, params, kind: str) -> dict[str, float]:
+_jit_embedding_gradients = jax.jit(unicot.embedding_gradients,
+                                   static_argnums=0)
+
+
+def gradient_probe(c, params, kind: str, eager: bool = True
+                   ) -> dict[str, float]:
   """Max gradient norm on each probe set (`unicot.probe_sets`) from the last
   step of the last sub-goal and from the summary, of a layout with
   M = eval.short_subgoals sub-goals of max(task.steps, 3) steps (so that
-  step t - 2 is in the same sub-goal); '/max' is the larger of jit and not,
-  '/min_jit_or_not' the smaller."""
+  step t - 2 is in the same sub-goal); '/max' is the larger of jit and
+  not (`eager`; else jit alone), '/min_jit_or_not' the smaller."""
   M, T, G = c.eval.short_subgoals, max(c.task.steps, 3), c.task.grid
   lay = unicot.layout(M, T, G)
   sets = unicot.probe_sets(lay, M, T)
@@ -145,12 +150,11 @@ def gradient_probe(c, params, kind: str) -> dict[str, float]:
                                 (model.cfg.vocab_size,))
   out = {}
   for row_name in ('row', 'summary_row'):
-    row = int(sets[row_name][0])
-    f = functools.partial(unicot.embedding_gradients, model, row=row)
-    plain = f(params, tokens, mask, direction_V=direction)
-    jitted = jax.jit(f)(params, tokens, mask, direction_V=direction)
-    g = np.maximum(np.asarray(plain), np.asarray(jitted))
-    low = np.minimum(np.asarray(plain), np.asarray(jitted))
+    args = (model, params, tokens, mask, int(sets[row_name][0]), direction)
+    runs = [np.asarray(_jit_embedding_gradients(*args))]
+    if eager:
+      runs.append(np.asarray(unicot.embedding_gradients(*args)))
+    g, low = np.maximum(runs[0], runs[-1]), np.minimum(runs[0], runs[-1])
     prefix = 'step' if row_name == 'row' else 'summary'
     for name, idx in sets.items():
       if name in ('row', 'summary_row') or not len(idx):
@@ -339,7 +343,7 @@ def run(r: launch.Run) -> launch.Result:
       'learned_fix_rate': fix_rate}
   p0 = jax.tree.map(lambda a: a[0], params['unicot'])
   probe = {'unicot': gradient_probe(c, p0, 'unicot'),
-           'causal': gradient_probe(c, p0, 'long_chain')}
+           'causal': gradient_probe(c, p0, 'long_chain', eager=False)}
   pairs = pair_counts(c)
   extra.update(gradient_probe=probe, pair_counts=pairs)
   r.plot([f'{k}/loss' for k in KINDS], 'train_loss', logy=True,

@@ -74,7 +74,7 @@ def test_gradient_probes_are_exact_through_every_layer(probe_model, jit):
   d = jax.random.normal(jax.random.PRNGKey(2), (model.cfg.vocab_size,))
   f = U.embedding_gradients
   if jit:
-    f = jax.jit(f, static_argnums=(0, 4))
+    f = jax.jit(f, static_argnums=0)
 
   def grads(mask, row):
     return np.asarray(f(model, params, tokens, mask, row, d))
@@ -85,6 +85,8 @@ def test_gradient_probes_are_exact_through_every_layer(probe_model, jit):
     assert len(sets[hidden]) and (g[sets[hidden]] == 0.0).all(), hidden
   for live in ('state_t_minus_1', 'subgoal'):
     assert (g[sets[live]] > 0.0).all(), live
+  if not jit:
+    return   # the summary row and the control once, jitted
   s = grads(U.subgoal_mask(lay), int(sets['summary_row'][0]))
   assert (s[sets['intermediates']] == 0.0).all()
   assert (s[sets['finals']] > 0.0).all() and (s[sets['subgoal']] > 0).all()
