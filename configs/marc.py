@@ -27,8 +27,8 @@ Variants:
 Pass criteria: segmentation F1 and top-3 recall >= 0.95; the untrained
 student on the compressed input <= teacher - 15 points; random subsampling
 >= 10 points below VMR (SFT students); C-GRPO >= 0.9 x teacher and >= GRPO -
-1 point (mean of 3 seeds). Whether C-GRPO beats GRPO and whether the
-ungated arm is no better are reported as claims that may fail.
+1 point (mean of 3 seeds). Whether C-GRPO beats GRPO is a claim that may
+fail; whether the ungated arm reward-hacks is reported in its evidence.
 """
 
 import ml_collections

@@ -18,6 +18,7 @@ on the compressed input.
 from __future__ import annotations
 
 import functools
+import re
 import time
 from typing import NamedTuple
 
@@ -335,21 +336,15 @@ def evaluate_claims(cfg, acc: dict[str, np.ndarray],
                 f'{_fmt(acc["cgrpo"] - acc["grpo"])}); r_c is constant in a '
                 f'group, so with binary accuracy and std-normalised '
                 f'advantages the two coincide: only the format term '
-                f'(weight {cfg.student.format_weight}) separates them'),
+                f'(weight {cfg.student.format_weight}) separates them. '
+                f'Reward hacking without the gate: ungated '
+                f'{m["cgrpo_ungated"]:.3f} vs gated {c:.3f} '
+                f'({100 * (m["cgrpo_ungated"] - c):+.1f} points); a '
+                f'per-question r_c for every rollout shifts the whole group, '
+                f'so it cannot be hacked under group-normalised advantages'),
       control=launch.control_text(
           'the ungated arm (its advantages equal GRPO\'s for any r_i)',
           f'ungated - GRPO = {100 * ug:+.1f} points', bool(ug > 0))))
-  hack = m['cgrpo_ungated'] - c
-  claims.append(launch.Claim(
-      claim='The correctness gate matters: C-GRPO without the gate (r_c for '
-            'every rollout) is no better than gated C-GRPO.',
-      holds=bool(hack <= 0),
-      evidence=(f'ungated {m["cgrpo_ungated"]:.3f} (per seed '
-                f'{_fmt(acc["cgrpo_ungated"])}) vs gated {c:.3f}: '
-                f'{100 * hack:+.1f} points'),
-      control=launch.control_text(
-          'GRPO (no compression reward at all) against gated C-GRPO',
-          f'{100 * (g - c):+.1f} points', bool(g - c <= 0))))
   return claims
 
 
@@ -406,19 +401,28 @@ def run(r: launch.Run) -> launch.Result:
   r.plot([f'{a}/adv_gap_vs_grpo' for a in RL_ARMS], 'rl_adv_gap',
          labels=list(RL_ARMS),
          title='max |advantage - GRPO advantage| on the same rollouts')
+  last = {}
+  for row in r.rows():   # the last logged RL metrics of each arm
+    for a in RL_ARMS:
+      for key in ('accuracy', 'r_c', 'adv_gap_vs_grpo'):
+        if f'{a}/{key}' in row:
+          last[f'{a}/{key}'] = float(np.mean(row[f'{a}/{key}']))
   return launch.Result(
       metrics={f'accuracy/{k}': v for k, v in acc.items()},
       claims=evaluate_claims(cfg, acc, vmr),
-      extra={'vmr': vmr, 'efficiency': eff})
+      extra={'vmr': vmr, 'efficiency': eff, 'rl_last_logged': last})
 
 
 def check_config(cfg: ml_collections.ConfigDict) -> None:
   v = cfg.video
-  for field, fn in (('video', video_config), ('vmr', vmr_config)):
+  for group, fn in (('video', video_config), ('vmr', vmr_config)):
     try:
       fn(cfg)
-    except ValueError as e:
-      raise cfg_lib.ConfigError(f'{field}: {e}') from None
+    except ValueError as e:   # 'VideoConfig.<name>=<value> ...'
+      name = re.search(r'\.(\w+)=', str(e))
+      name = name.group(1) if name else ''
+      raise cfg_lib.ConfigError(f'{group}.{name}', cfg[group].get(name),
+                                str(e)) from None
   cfg_lib.check(cfg.vmr.top_k <= v.num_events, 'vmr.top_k', cfg.vmr.top_k,
                 f'<= video.num_events = {v.num_events}')
   cfg_lib.check(cfg.vmr.target_frames <= cfg.vmr.top_k * v.min_event_len,
