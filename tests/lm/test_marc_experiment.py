@@ -86,12 +86,12 @@ def default_summary(tmp_path_factory):
                                 tmp_path_factory.mktemp('marc') / 'run')
 
 
-# Measured (b8ec085, 3 seeds, 475 s): VMR F1 1.000 / recall 1.000 (equal
+# Measured (265e58d, 3 seeds, 436 s): VMR F1 1.000 / recall 1.000 (equal
 # segments 0.148, random clips 0.602); teacher 1.000, untrained student on 4
 # VMR tokens 0.340 (-66 points), SFT on VMR 0.898 vs on random tokens 0.344
 # (+55 points; untrained 0.340 vs 0.254); GRPO 0.782, C-GRPO 0.803, ungated
 # 0.805 after 150 steps; tokens 129 -> 5, XLA peak memory 79.8x and latency
-# 58.1x lower.
+# 47.9x lower.
 CGRPO_SHORT = ('C-GRPO 0.803 (0.816, 0.791, 0.801) < 0.9 x teacher 1.000 '
                'after 150 RL steps (GRPO 0.782, SFT 0.898): the student is '
                'still climbing (sampled accuracy 0.67 -> 0.85 over the last '
