@@ -106,7 +106,7 @@ def test_default_run_claims(default_summary, start):
   assert c['holds'] and c['control'].endswith('(fails)'), c
 
 
-# Measured (d4f5333, 3 seeds, 440 s): greedy final-state exact-match on
+# Measured (0897238, 3 seeds, 442 s; d4f5333 gave the same): greedy final-state exact-match on
 # M = 5 walks (trained on M = 2-3), Uni-CoT 0.328 / 0.340 / 0.355 vs long
 # chain 0.188 / 0.453 / 0.262: +0.040 < 0.05 (the Uni-CoT weights under the
 # causal mask: 0.005). Both models are exact on M = 3 and degrade on the
@@ -121,7 +121,7 @@ def test_default_run_longer_chains(default_summary):
   assert c['holds'] and c['control'].endswith('(fails)'), c
 
 
-# Measured (d4f5333): M = 5, sampling at temperature 1, R <= 4: single pass
+# Measured (0897238): M = 5, sampling at temperature 1, R <= 4: single pass
 # 0.277 / 0.305 / 0.344 -> self-check 0.309 / 0.312 / 0.363 (+0.020; 0.8-1.2
 # revisions per walk); a blind checker at the learned FIX rate (0.12):
 # +0.000; always-ok: +0.000 by construction.
