@@ -106,10 +106,10 @@ def test_default_run_claims(default_summary, start):
   assert c['holds'] and c['control'].endswith('(fails)'), c
 
 
-# Measured (0897238, 3 seeds, 442 s; d4f5333 gave the same): greedy final-state exact-match on
-# M = 5 walks (trained on M = 2-3), Uni-CoT 0.328 / 0.340 / 0.355 vs long
-# chain 0.188 / 0.453 / 0.262: +0.040 < 0.05 (the Uni-CoT weights under the
-# causal mask: 0.005). Both models are exact on M = 3 and degrade on the
+# Measured (0897238, 3 seeds, 442 s; d4f5333 gave the same): greedy
+# final-state exact-match on M = 5 walks (trained on M = 2-3), Uni-CoT
+# 0.328 / 0.340 / 0.355 vs long chain 0.188 / 0.453 / 0.262: +0.040 < 0.05
+# (the Uni-CoT weights under the causal mask: 0.005). Both models are exact on M = 3 and degrade on the
 # unseen sub-goals 4-5 (absolute rope positions put the input and the
 # macro tokens at unseen distances from the micro rows). A 400-step,
 # batch-64 pilot without the STEP token had Uni-CoT 0.651 vs 0.299.
