@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import statistics
-import time
 from typing import Callable
+
+from iclrjax.core import timing as core_timing
 
 
 def version(pkg: str) -> str:
@@ -26,27 +26,8 @@ def num_cpus() -> int:
 def median_time(fn: Callable[[], object], repeats: int,
                 budget_s: float, *, min_calls: int = 1,
                 warmup_s: float = 0.25) -> tuple[float, int]:
-  """Median seconds of `fn()` (a call that blocks) after warm-up calls.
-
-  Warm-up: one call (it compiles), then more until `warmup_s` have passed
-  (at least one more when warmup_s > 0: the first calls after compiling are
-  slower at small sizes; 0 for a call compiled already). Fewer than `repeats` timed calls, but at least
-  `min_calls`, when the last warm-up call shows that they would take over
-  `budget_s`; returns (median, calls timed).
-  """
-  t0 = time.perf_counter()
-  fn()
-  last = time.perf_counter() - t0
-  start = time.perf_counter()
-  while time.perf_counter() - start < warmup_s:
-    t0 = time.perf_counter()
-    fn()
-    last = time.perf_counter() - t0
-  repeats = max(min_calls, 1,
-                min(repeats, int(budget_s / max(last, 1e-9))))
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times), repeats
+  """`iclrjax.core.timing.median_time` with a budget and, by default, 0.25 s
+  of warm-up calls (the first calls after compiling are slower at small
+  sizes); returns (median seconds, calls timed)."""
+  return core_timing.median_time(fn, repeats, budget_s, min_calls=min_calls,
+                                 warmup_s=warmup_s)

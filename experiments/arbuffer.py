@@ -44,6 +44,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import timing
 from iclrjax.np import arbuffer as ab
 
 METHODS = ('buffer', 'reencode', 'marginal', 'gp_joint', 'gp_marginal',
@@ -296,13 +297,8 @@ def time_sampling(cfg: ab.Config, params, s: ml_collections.ConfigDict,
   key = jax.random.key(seed + 1)
   res = {}
   for name, f in fns.items():
-    f(params, key).block_until_ready()               # compile, warm up
-    times = []
-    for _ in range(s.repeats):
-      t0 = time.perf_counter()
-      f(params, key).block_until_ready()
-      times.append(time.perf_counter() - t0)
-    res[f'{name}_s'] = float(np.median(times))
+    res[f'{name}_s'], _ = timing.median_time(   # one call compiles
+        lambda f=f: f(params, key).block_until_ready(), s.repeats)
     res[f'{name}_calls'] = s.repeats
   res.update({f'{k}_flops': v for k, v in sampling_flops(
       cfg, params, xc, yc, xt, S, s.bucket).items()})

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from typing import Any, NamedTuple
 
 from absl import logging
@@ -43,6 +42,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import timing
 from iclrjax.graph import data as gdata
 from iclrjax.graph import fgl
 
@@ -285,13 +285,7 @@ def dp_exactness(c) -> dict[str, float]:
 
 
 def _median_time(fn, repeats: int = 3) -> float:
-  fn()
-  ts = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    fn()
-    ts.append(time.perf_counter() - t0)
-  return float(np.median(ts))
+  return float(timing.median_time(fn, repeats)[0])
 
 
 def slope(sizes, times) -> float:

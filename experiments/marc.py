@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import re
-import time
 from typing import NamedTuple
 
 from absl import logging
@@ -32,6 +31,7 @@ import optax
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
+from iclrjax.core import timing
 from iclrjax.lm import grpo
 from iclrjax.lm import marc
 from iclrjax.lm import model as lm_model
@@ -230,15 +230,12 @@ def efficiency(cfg, params, ev: Inputs) -> dict[str, float]:
     m = compiled.memory_analysis()
     peak = (m.argument_size_in_bytes + m.output_size_in_bytes
             + m.temp_size_in_bytes - m.alias_size_in_bytes)
-    jax.block_until_ready(compiled(*args))
-    times = []
-    for _ in range(cfg.eval.latency_repeats):
-      t0 = time.perf_counter()
-      jax.block_until_ready(compiled(*args))
-      times.append(time.perf_counter() - t0)
+    latency, _ = timing.median_time(
+        lambda c=compiled, a=args: jax.block_until_ready(c(*a)),
+        cfg.eval.latency_repeats)
     out[f'peak_bytes_{name}'] = float(peak)
     out[f'temp_bytes_{name}'] = float(m.temp_size_in_bytes)
-    out[f'latency_s_{name}'] = float(np.median(times))
+    out[f'latency_s_{name}'] = float(latency)
   out['token_ratio'] = out['tokens_full'] / out['tokens_compressed']
   out['visual_token_ratio'] = float(ev.full.shape[1] / ev.vmr.shape[1])
   out['memory_ratio'] = (out['peak_bytes_full']
