@@ -1,0 +1,108 @@
+"""LightCtrl: training-free controllable video relighting (ICLR 2026,
+OpenReview 5ft8vd9rwc), in a Lambertian toy world.
+
+  python -m experiments.lightctrl --config=configs/lightctrl.py
+  python -m experiments.lightctrl --config=configs/lightctrl.py:smoke --workdir=/tmp/lc
+
+Trains a relighter (IC-Light stand-in) and a video prior (AnimateDiff
+stand-in) by rectified flow on rendered Lambertian scenes, then relights
+held-out source videos along the reference's moving light trajectories with
+LightCtrl (light-map injection omega 0.8, threshold 0.2; Butterworth n = 4
+normal fusion with cutoff lbd = 1 - i / (N - 1); fused steps while lbd >
+0.15; detail residual), the baseline (no injection, no fusion), the
+injection-only ablation, the paper's (t, h, w) FFT axes, and the per-frame
+relighter alone.
+
+Variants:
+  smoke    (CI, ~30 s) tiny nets, a few training steps, 2 trajectories.
+  default  (CPU, ~8 min) 32x32 8-frame clips; relighter U-Net 16 channels,
+           prior U-Net 32 channels; 10 sampling steps from strength 0.5,
+           4 relighter steps; 8 videos x 6 trajectories x 2 eval seeds.
+  paper    the reference's schedule (25 sampling steps after strength 0.5,
+           15 IC-Light steps at 0.9, light radius 75 at 512 px = 64-pixel
+           latents of 16 frames), bigger nets, 20 videos x 6 trajectories x
+           3 seeds. The paper's IC-Light / AnimateDiff / StableNormal are
+           billion-parameter pretrained models, not available here.
+
+Claims (experiments/lightctrl.py; llm.md A.3): light-centroid error <=
+0.7x the baseline's; PSNR to the ground truth >= baseline + 1 dB; source
+leakage drops >= 30% with fusion on vs off; frame-to-frame change <= 1.2x
+the ground truth's (control: the per-frame relighter).
+"""
+
+import ml_collections
+
+VARIANTS = ('smoke', 'default', 'paper')
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  variant = arg or 'default'
+  if variant not in VARIANTS:
+    raise ValueError(f'Unknown variant {arg!r}: use one of {VARIANTS} '
+                     '(e.g. --config=configs/lightctrl.py:smoke)')
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.num_seeds = 1              # trained nets (vmapped)
+  c.size = 32
+  c.num_frames = 8
+  c.num_objects = 3
+  c.motion = 0.5               # object speed, pixels per frame
+  c.light_height = 8.0         # point light above the ground plane, pixels
+  c.ambient = 0.3
+  # R of a 512-px frame scaled to this latent (75 * 32 / 64): sigma = R / 8.
+  c.light_radius = 37.5
+  c.trajectories = ('LEFT_TO_RIGHT', 'TOP_LEFT_TO_BOTTOM_RIGHT',
+                    'BOTTOM_LEFT_TO_TOP_RIGHT', 'TOP_TO_BOTTOM', 'CIRCULAR',
+                    'SMI_CIRCULAR')
+  c.strength = 0.5             # SDEdit start (reference default)
+  c.num_steps = 10             # steps from strength to 0
+  c.relight_steps = 4
+  c.relight_strength = 0.9     # IC-Light's lowres_denoise
+  c.fft_axes = 'chw'           # the reference code; 'thw' the paper
+  c.eval_videos = 8
+  c.eval_seeds = 2
+  c.p_rgb = 0.5                # relighter trained on the plain frame
+  c.relighter = ml_collections.ConfigDict(dict(
+      channels=16, train_steps=1500, batch_size=32, learning_rate=2e-3,
+      ema_decay=0.99))
+  c.prior = ml_collections.ConfigDict(dict(
+      channels=32, train_steps=1500, batch_size=16, learning_rate=2e-3,
+      ema_decay=0.99))
+  c.centroid_ratio = 0.7
+  c.psnr_margin = 1.0
+  c.leakage_drop = 0.3
+  c.change_ratio = 1.2
+  c.steps_per_chunk = 250
+  c.log_every = 50
+  c.checkpoint_every = 1
+  c.keep_checkpoints = 2
+  c.distributed = False
+  if variant == 'smoke':
+    c.size = 16
+    c.num_frames = 4
+    c.trajectories = ('LEFT_TO_RIGHT', 'CIRCULAR')
+    c.light_radius = 18.75
+    c.num_steps = 4
+    c.relight_steps = 2
+    c.eval_videos = 2
+    c.eval_seeds = 1
+    for n in (c.relighter, c.prior):
+      n.channels = 8
+      n.train_steps = 4
+      n.batch_size = 4
+    c.steps_per_chunk = 4
+    c.log_every = 2
+  elif variant == 'paper':
+    c.size = 64
+    c.num_frames = 16
+    c.light_radius = 75.0
+    c.num_steps = 25
+    c.relight_steps = 15
+    c.eval_videos = 20
+    c.eval_seeds = 3
+    c.num_seeds = 3
+    c.relighter.channels = 64
+    c.relighter.train_steps = 50_000
+    c.prior.channels = 128
+    c.prior.train_steps = 50_000
+  return c
