@@ -94,9 +94,22 @@ def default_summary(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('start', ['Probe:', 'Grounding helps',
-                                   'Longer horizons', 'Listwise',
+@pytest.mark.parametrize('start', ['Probe:', 'Grounding helps', 'Listwise',
                                    'Retrieval:'])
 def test_default_run_claims(default_summary, start):
   c = find_claim(default_summary, start)
+  assert c['holds'] and c['control'].endswith('(fails)'), c
+
+
+# Measured (da4830f, 3 seeds, 310 s): success h = 1 -> h = 3 with the
+# retrieved tutorial 0.768 -> 0.798 (+0.030), without a tutorial 0.592 ->
+# 0.600 (+0.008). The grounded half holds; the ungrounded rollouts do not
+# get worse with the horizon: the v1 prior is exact on the 16 unchanged
+# procedures, so longer imagined rollouts help there about as much as they
+# mislead on the 11 changed ones.
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'h3 - h1: retrieved +0.030 > 0 but none +0.008 > 0 (claim: <= 0)'))
+def test_default_run_longer_horizons(default_summary):
+  c = find_claim(default_summary, 'Longer horizons')
   assert c['holds'] and c['control'].endswith('(fails)'), c
