@@ -206,9 +206,10 @@ def probe(c, params_S, version: str, oracle: bool = False):
 
 
 def untrained_params(c):
-  model = make_model(c)
-  keys = loop_lib.seed_keys(c.seed, c.num_seeds)
-  return jax.lax.map(lambda k: model.init(jax.random.fold_in(k, 0)), keys)
+  """The world models' parameters before training (the training keys)."""
+  init, _ = make_training(c)
+  return loop_lib.init_states(
+      init, loop_lib.seed_keys(c.seed, c.num_seeds)).train.params
 
 
 def _fmt(x) -> str:
