@@ -14,10 +14,12 @@ injection-only ablation, the paper's (t, h, w) FFT axes, and the per-frame
 relighter alone.
 
 Variants:
-  smoke    (CI, ~30 s) tiny nets, a few training steps, 2 trajectories.
-  default  (CPU, ~8 min) 32x32 8-frame clips; relighter U-Net 16 channels,
-           prior U-Net 32 channels; 10 sampling steps from strength 0.5,
-           4 relighter steps; 8 videos x 6 trajectories x 2 eval seeds.
+  smoke    (CI, ~30 s) 16x16 frames, one-level nets, 2 training steps, 2
+           trajectories.
+  default  (CPU, ~9 min) 32x32 8-frame clips (16x16x12 latents); relighter
+           U-Net 16 channels, prior U-Net 32 channels, 1000 steps each; 15
+           sampling steps from strength 0.5, 4 relighter steps; 8 videos x 6
+           trajectories x 2 evaluation seeds (one trained net).
   paper    the reference's schedule (25 sampling steps after strength 0.5,
            15 IC-Light steps at 0.9, light radius 75 at 512 px = 64-pixel
            latents of 16 frames), bigger nets, 20 videos x 6 trajectories x
@@ -49,13 +51,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.motion = 0.5               # object speed, pixels per frame
   c.light_height = 8.0         # point light above the ground plane, pixels
   c.ambient = 0.3
-  # R of a 512-px frame scaled to this latent (75 * 32 / 64): sigma = R / 8.
-  c.light_radius = 37.5
+  # R of a 512-px frame (75) scaled to a 16-px latent: sigma = R / 8 = 2.3
+  # latent pixels (0.15 of the side, as 75 / 8 of 64), PATCH R / 8 frame px.
+  c.light_radius = 18.75
   c.trajectories = ('LEFT_TO_RIGHT', 'TOP_LEFT_TO_BOTTOM_RIGHT',
                     'BOTTOM_LEFT_TO_TOP_RIGHT', 'TOP_TO_BOTTOM', 'CIRCULAR',
                     'SMI_CIRCULAR')
   c.strength = 0.5             # SDEdit start (reference default)
-  c.num_steps = 10             # steps from strength to 0
+  c.num_steps = 15             # steps from strength to 0 (12 fused)
   c.relight_steps = 4
   c.relight_strength = 0.9     # IC-Light's lowres_denoise
   c.fft_axes = 'chw'           # the reference code; 'thw' the paper
@@ -63,35 +66,36 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.eval_seeds = 2
   c.p_rgb = 0.5                # relighter trained on the plain frame
   c.relighter = ml_collections.ConfigDict(dict(
-      channels=16, train_steps=1500, batch_size=32, learning_rate=2e-3,
+      channels=16, channel_mults=(1, 2), train_steps=1000, batch_size=32, learning_rate=2e-3,
       ema_decay=0.99))
   c.prior = ml_collections.ConfigDict(dict(
-      channels=32, train_steps=1500, batch_size=16, learning_rate=2e-3,
+      channels=32, channel_mults=(1, 2), train_steps=1000, batch_size=16, learning_rate=2e-3,
       ema_decay=0.99))
   c.centroid_ratio = 0.7
   c.psnr_margin = 1.0
   c.leakage_drop = 0.3
   c.change_ratio = 1.2
-  c.steps_per_chunk = 250
+  c.steps_per_chunk = 5        # unrolled (see core.loop.chunk_fn)
   c.log_every = 50
-  c.checkpoint_every = 1
+  c.checkpoint_every = 50      # chunks
   c.keep_checkpoints = 2
   c.distributed = False
   if variant == 'smoke':
     c.size = 16
     c.num_frames = 4
     c.trajectories = ('LEFT_TO_RIGHT', 'CIRCULAR')
-    c.light_radius = 18.75
-    c.num_steps = 4
-    c.relight_steps = 2
+    c.light_radius = 9.375
     c.eval_videos = 2
     c.eval_seeds = 1
+    c.relight_steps = 1
+    c.num_steps = 3
     for n in (c.relighter, c.prior):
       n.channels = 8
-      n.train_steps = 4
+      n.channel_mults = (1,)
+      n.train_steps = 2
       n.batch_size = 4
-    c.steps_per_chunk = 4
-    c.log_every = 2
+    c.steps_per_chunk = 1
+    c.log_every = 1
   elif variant == 'paper':
     c.size = 64
     c.num_frames = 16

@@ -26,6 +26,7 @@ of the metrics. Claims: llm.md A.3 and issue 24.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from absl import logging
@@ -53,6 +54,8 @@ def config_schema() -> dict[str, Any]:
   nets = {}
   for n in ('relighter', 'prior'):
     nets.update({f'{n}.channels': cfg_lib.Int(min=4),
+                 f'{n}.channel_mults': cfg_lib.Seq(item=cfg_lib.Int(min=1),
+                                                   min_len=1),
                  f'{n}.train_steps': cfg_lib.Int(min=1),
                  f'{n}.batch_size': cfg_lib.Int(min=1),
                  f'{n}.learning_rate': pos,
@@ -87,8 +90,15 @@ def config_schema() -> dict[str, Any]:
 
 
 def check_config(c) -> None:
-  cfg_lib.check(c.size % 2 == 0, 'size', c.size, 'must be even (2 U-Net '
+  cfg_lib.check(c.size % (2 * lc.PATCH) == 0, 'size', c.size,
+                f'must be divisible by {2 * lc.PATCH} (2x2 patches, 2 U-Net '
                 'levels)')
+  for n in ('relighter', 'prior'):
+    levels = len(c[n].channel_mults)
+    cfg_lib.check(c.size // lc.PATCH % 2 ** (levels - 1) == 0,
+                  f'{n}.channel_mults', tuple(c[n].channel_mults),
+                  f'has too many levels for {c.size // lc.PATCH}-pixel '
+                  'latents')
   cfg_lib.check(lc.num_fused_steps(c.num_steps) >= 1, 'num_steps',
                 c.num_steps, 'leaves no step with lbd > 0.15')
 
@@ -102,18 +112,19 @@ def make_relighter_trainer(cfg):
   """(model, init, step) of the relighter's rectified flow on
   `lc.relight_batch` (generated from the step's key)."""
   n = cfg.relighter
-  model = lc.Relighter(channels=n.channels)
-  s = cfg.size
+  model = lc.Relighter(channels=n.channels,
+                       channel_mults=tuple(n.channel_mults))
+  h = cfg.size // lc.PATCH
 
   def init_params(key):
-    x = jnp.zeros((1, s, s, 3))
-    return model.init(key, x, jnp.zeros((1,)), x, jnp.zeros((1, s, s, 1)))
+    x = jnp.zeros((1, h, h, lc.LATENT_CHANNELS))
+    return model.init(key, x, jnp.zeros((1,)), x, x)
 
   def loss_fn(params, batch, key, frozen):
     del batch, frozen
     k_data, k_loss = jax.random.split(key)
     tgt, cond, light = lc.relight_batch(
-        k_data, n.batch_size, s, light_height=cfg.light_height,
+        k_data, n.batch_size, cfg.size, light_height=cfg.light_height,
         ambient=cfg.ambient, radius=cfg.light_radius,
         num_objects=cfg.num_objects, p_rgb=cfg.p_rgb)
     return flow.flow_loss(lambda x, t: model.apply(params, x, t, cond, light),
@@ -128,8 +139,10 @@ def make_prior_trainer(cfg):
   """(model, init, step) of the video prior's rectified flow on
   `lc.video_batch`."""
   n = cfg.prior
-  model = lc.VideoPrior(channels=n.channels)
-  shape = (1, cfg.num_frames, cfg.size, cfg.size, 3)
+  model = lc.VideoPrior(channels=n.channels,
+                        channel_mults=tuple(n.channel_mults))
+  h = cfg.size // lc.PATCH
+  shape = (1, cfg.num_frames, h, h, lc.LATENT_CHANNELS)
 
   def init_params(key):
     return model.init(key, jnp.zeros(shape), jnp.zeros((1,)))
@@ -148,12 +161,24 @@ def make_prior_trainer(cfg):
   return model, init, step
 
 
+def _trajectories(cfg, size, sigma_scale):
+  """(centres [T, F, 2], sigmas [T, F]) of every trajectory on a grid of
+  side `size`, sigmas times `sigma_scale`."""
+  tr = [lc.light_positions(lc.BGSource[n], cfg.num_frames, size, size,
+                           cfg.light_radius) for n in cfg.trajectories]
+  return (jnp.asarray(np.stack([p for p, _ in tr])),
+          jnp.asarray(np.stack([g for _, g in tr])) * sigma_scale)
+
+
 def eval_set(cfg, key):
-  """Held-out videos x trajectories: a dict of [B, ...] arrays, B =
-  eval_videos * len(trajectories): the source video (a static source light
-  at a random point), its normals and albedo, the ground-truth relit video,
-  the source shading A E_src, the light positions, masks and light maps."""
-  f, s = cfg.num_frames, cfg.size
+  """Held-out videos x trajectories, [B, ...] with B = eval_videos *
+  len(trajectories), video-major: the source video (a static source light
+  at a random point), its albedo, the ground-truth relit video, the source
+  shading A E_src, the light centres (frame pixels); the latents of the
+  source and the normals; the injection masks (latent grid, sigma R / 8)
+  and the light-map latents (frame grid, sigma PATCH R / 8), each on its
+  grid's integer trajectory as in the reference."""
+  f, s, h = cfg.num_frames, cfg.size, cfg.size // lc.PATCH
   k_sc, k_src = jax.random.split(key)
   scs = jax.vmap(lambda k: lc.scene(k, f, s, cfg.num_objects, cfg.motion))(
       jax.random.split(k_sc, cfg.eval_videos))
@@ -162,24 +187,22 @@ def eval_set(cfg, key):
   e_src = lc.irradiance(scs['normals'], scs['height'],
                         jnp.broadcast_to(src_xy, (cfg.eval_videos, f, 2)),
                         cfg.light_height)
-  tr = [lc.light_positions(lc.BGSource[n], f, s, s, cfg.light_radius)
-        for n in cfg.trajectories]
-  pos = jnp.asarray(np.stack([p for p, _ in tr]))       # [T, F, 2]
-  sig = jnp.asarray(np.stack([g for _, g in tr]))       # [T, F]
-  nv, nt = cfg.eval_videos, len(tr)
-  rep = lambda a: jnp.repeat(a, nt, axis=0)             # video-major
+  nv, nt = cfg.eval_videos, len(cfg.trajectories)
+  rep = lambda a: jnp.repeat(a, nt, axis=0)
   tile = lambda a: jnp.tile(a, (nv,) + (1,) * (a.ndim - 1))
+  pos, sig = map(tile, _trajectories(cfg, s, lc.PATCH))
+  pos_l, sig_l = map(tile, _trajectories(cfg, h, 1))
   sc_b = jax.tree.map(rep, scs)
-  pos_b, sig_b = tile(pos), tile(sig)
   return {
-      'source': rep(source), 'normals': sc_b['normals'],
-      'albedo': sc_b['albedo'],
-      'target': lc.render(sc_b, pos_b, cfg.light_height, cfg.ambient),
+      'source': rep(source), 'albedo': sc_b['albedo'],
+      'target': lc.render(sc_b, pos, cfg.light_height, cfg.ambient),
       'source_shading': sc_b['albedo'] * rep(e_src)[..., None],
-      'pos': pos_b,
-      'mask': jax.vmap(lc.light_masks, (0, 0, None, None))(pos_b, sig_b, s, s),
-      'light_map': jax.vmap(lc.light_map_image, (0, 0, None, None))(
-          pos_b, sig_b, s, s)}
+      'pos': pos,
+      'source_latent': lc.encode(rep(source)),
+      'normals_latent': lc.encode(sc_b['normals']),
+      'mask': jax.vmap(lc.light_masks, (0, 0, None, None))(pos_l, sig_l, h, h),
+      'light_map': jax.vmap(lc.light_map_latent, (0, 0, None, None))(
+          pos, sig, s, s)}
 
 
 def scores(cfg, video, ev):
@@ -195,37 +218,46 @@ def scores(cfg, video, ev):
 
 
 def make_evaluator(cfg, relighter, prior):
-  """jitted (relighter params, prior params, key) -> {arm: {score: [B]}},
-  plus the ground truth's and the source's scores and a few videos."""
+  """(relighter params, prior params, key) -> ({arm: {score: [B]}}, a few
+  videos per arm); one compiled sampler per FFT-axes choice."""
+  ev_fn = jax.jit(lambda k: eval_set(cfg, k))
+
+  @functools.partial(jax.jit, static_argnames='fft_axes')
+  def pipeline(p_rel, p_pri, ev, key, inj, fus, fft_axes):
+    relight = lc.relight_sampler(relighter, p_rel, cfg.relight_steps,
+                                 cfg.relight_strength)
+    return lc.lightctrl(lc.prior_velocity(prior, p_pri), relight,
+                        ev['source_latent'], ev['normals_latent'],
+                        ev['mask'], ev['light_map'], key,
+                        num_steps=cfg.num_steps, strength=cfg.strength,
+                        inject_light=inj, fusion=fus, fft_axes=fft_axes)
+
+  @jax.jit
+  def perframe(p_rel, ev, key):
+    return lc.relight_sampler(relighter, p_rel, cfg.relight_steps,
+                              cfg.relight_strength)(
+                                  ev['source_latent'], ev['light_map'], key)
+
+  score_fn = jax.jit(lambda v, ev: scores(cfg, v, ev))
 
   def evaluate(p_rel, p_pri, key):
     k_ev, k_run = jax.random.split(key)
-    ev = eval_set(cfg, k_ev)
-    relight = lc.relight_sampler(relighter, p_rel, cfg.relight_steps,
-                                 cfg.relight_strength)
-    velocity = lc.prior_velocity(prior, p_pri)
-    b = ev['source'].shape[0]
-    keys = jax.random.split(k_run, b)
-    out, videos = {}, {}
+    ev = ev_fn(k_ev)
+    latents = {}
     for arm, (inj, fus, axes) in ARMS.items():
-      axes = cfg.fft_axes if arm == 'full' else axes
-
-      def one(src, nrm, mask, lmap, k, inj=inj, fus=fus, axes=axes):
-        return lc.lightctrl(velocity, relight, src, nrm, mask, lmap, k,
-                            num_steps=cfg.num_steps, strength=cfg.strength,
-                            inject_light=inj, fusion=fus, fft_axes=axes)
-
-      videos[arm] = jax.vmap(one)(ev['source'], ev['normals'], ev['mask'],
-                                  ev['light_map'], keys)
-    videos['perframe'] = jax.vmap(relight)(ev['source'], ev['light_map'],
-                                           keys)
-    videos['ground_truth'] = ev['target']
-    videos['source'] = ev['source']
-    out = {k: scores(cfg, v, ev) for k, v in videos.items()}
+      logging.info('lightctrl: arm %s', arm)
+      latents[arm] = pipeline(p_rel, p_pri, ev, k_run, jnp.bool_(inj),
+                              jnp.bool_(fus),
+                              cfg.fft_axes if arm == 'full' else axes)
+    latents['perframe'] = perframe(p_rel, ev, jax.random.fold_in(k_run, 7))
+    videos = {k: lc.decode(v) for k, v in latents.items()}
+    videos.update(ground_truth=ev['target'], source=ev['source'])
+    out = {k: score_fn(v, ev) for k, v in videos.items()}
     del out['ground_truth']['psnr']  # infinite
-    return out, {k: v[:len(cfg.trajectories)] for k, v in videos.items()}
+    nt = len(cfg.trajectories)
+    return out, {k: v[:nt] for k, v in videos.items()}
 
-  return jax.jit(evaluate)
+  return evaluate
 
 
 def _train(r, cfg, name, make):
@@ -233,7 +265,8 @@ def _train(r, cfg, name, make):
   n = cfg[name]
   res = r.train(init, step, num_steps=n.train_steps,
                 chunk_size=min(cfg.steps_per_chunk, n.train_steps),
-                phase=name, log_every=cfg.log_every, postfix_keys=('loss',))
+                phase=name, log_every=cfg.log_every, postfix_keys=('loss',),
+                unroll=True)
   return model, res.state.ema
 
 
@@ -280,7 +313,7 @@ def _plots(r, cfg, metrics, samples) -> None:
   arms = [*ARMS, 'perframe', 'ground_truth']
   fig, axes = plt.subplots(1, len(SCORES), figsize=(3.2 * len(SCORES), 3.0))
   for ax, k in zip(axes, SCORES):
-    ax.bar(range(len(arms)), [float(np.mean(metrics[f'{k}/{a}']))
+    ax.bar(range(len(arms)), [float(np.mean(metrics.get(f'{k}/{a}', np.nan)))
                               for a in arms])
     ax.set_xticks(range(len(arms)), arms, rotation=60, fontsize=7)
     ax.set_title(k, fontsize=9)

@@ -27,8 +27,11 @@ reference's latent is [f, c, h, w] and `freq_mix_3d` transforms dims
 (-3, -2, -1) = (c, h, w), its Butterworth builder reading shape[-3] (= c)
 as "T". `fft_axes='chw'` is the code, 'thw' the paper's reading.
 
-Here latents are pixels ([F, H, W, C] on [-1, 1]; the VAE is the identity)
-and the renderer is Lambertian with an inverse-square point light:
+Here the VAE is a fixed orthonormal 2x2-patch Haar transform (`encode`,
+`decode`: [F, H, W, 3] on [-1, 1] <-> [F, H/2, W/2, 12]); it is linear and
+invertible, so the reference's decode -> pixel-space arithmetic (detail
+residual, fusion) -> encode round trips are done on latents directly. The
+renderer is Lambertian with an inverse-square point light:
 I = A (ambient + max(0, N.L) h^2 / |p_light - p|^2) (`render`). Normals
 come from the renderer (the stand-in for StableNormal), so every trajectory
 has a ground-truth relit video.
@@ -56,6 +59,37 @@ STOP = 0.15            # fused steps while lbd > 0.15
 BUTTERWORTH_ORDER = 4  # get_freq_filter(..., 'butterworth', n=4)
 RELIGHT_STRENGTH = 0.9  # IC-Light img2img from the light map (lowres_denoise)
 FFT_AXES = ('chw', 'thw')
+
+
+PATCH = 2              # the latent is 2x smaller than the frame
+LATENT_CHANNELS = 12   # 3 colours x 4 Haar components
+
+# The orthonormal 2x2 Haar basis: rows LL, LH, HL, HH over the patch
+# (top-left, top-right, bottom-left, bottom-right).
+_HAAR = 0.5 * np.array([[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1],
+                        [1, -1, -1, 1]], np.float32)
+
+
+def encode(x: jax.Array) -> jax.Array:
+  """The fixed linear "VAE": [..., H, W, 3] -> [..., H/2, W/2, 12], each
+  2x2 patch of each colour to its 4 orthonormal Haar coefficients
+  (component-major channels)."""
+  *lead, hh, ww, c = x.shape
+  p = x.reshape(*lead, hh // PATCH, PATCH, ww // PATCH, PATCH, c)
+  p = jnp.moveaxis(p, -4, -3).reshape(*lead, hh // PATCH, ww // PATCH,
+                                      PATCH * PATCH, c)
+  return jnp.einsum('kp,...pc->...kc', jnp.asarray(_HAAR), p).reshape(
+      *lead, hh // PATCH, ww // PATCH, PATCH * PATCH * c)
+
+
+def decode(z: jax.Array) -> jax.Array:
+  """The inverse of `encode` (its transpose)."""
+  *lead, h2, w2, k = z.shape
+  c = k // (PATCH * PATCH)
+  p = jnp.einsum('kp,...kc->...pc', jnp.asarray(_HAAR),
+                 z.reshape(*lead, h2, w2, PATCH * PATCH, c))
+  p = p.reshape(*lead, h2, w2, PATCH, PATCH, c)
+  return jnp.moveaxis(p, -3, -4).reshape(*lead, h2 * PATCH, w2 * PATCH, c)
 
 
 class BGSource(enum.IntEnum):
@@ -210,6 +244,11 @@ def num_fused_steps(num_steps: int, stop: float = STOP) -> int:
   return int(np.sum(lbd_schedule(num_steps) > stop))
 
 
+def _time_grid(num_steps: int, strength: float) -> np.ndarray:
+  """`flow.time_grid` from `strength` to 0, as static NumPy floats."""
+  return np.linspace(strength, 0.0, num_steps + 1, dtype=np.float32)
+
+
 def fused_step(z: jax.Array, target: jax.Array, t: jax.Array,
                s: jax.Array) -> jax.Array:
   """The reference's eul_step with x0_hat replaced by `target`, in flow
@@ -235,18 +274,19 @@ def lightctrl(velocity: Velocity, relight: RelightFn, source: jax.Array,
               fft_axes: str = 'chw', omega: float = OMEGA,
               stop: float = STOP, order: int = BUTTERWORTH_ORDER
               ) -> jax.Array:
-  """The LightCtrl sampler on one video (src/vdm_pipe.py ~L973-1190).
+  """The LightCtrl sampler (src/vdm_pipe.py ~L973-1190) on latents.
 
   Args:
-    velocity: the video prior v(z [F, H, W, C], t scalar) (flow convention:
-      data at t = 0).
-    relight: the per-frame image relighter (cond, light map, key) -> I'.
-    source: the source video [F, H, W, C] on [-1, 1].
-    normals: its normal video [F, H, W, 3] (n itself: the normal map's RGB
-      (n + 1) / 2 on [-1, 1]).
-    mask: the injection masks [F, H, W, 1] (`light_masks`).
-    light_map: the relighter's light map [F, H, W, 1] on [-1, 1].
-    key: injection noise and the relighter's noise.
+    velocity: the video prior v(z [..., F, h, w, c], t scalar) (flow
+      convention: data at t = 0).
+    relight: the per-frame image relighter (cond, light map, key) -> I'
+      (latents [..., F, h, w, c]).
+    source: the source video's latent [..., F, h, w, c].
+    normals: its normal video's latent (the normal map's RGB (n + 1) / 2
+      on [-1, 1] is n itself, encoded).
+    mask: the injection masks [..., F, h, w, 1] (`light_masks`).
+    light_map: the relighter's light-map latent [..., F, h, w, c].
+    key: SDEdit noise, injection noise and the relighter's noise.
     num_steps: N denoising steps from t = strength to 0.
     strength: the SDEdit strength (start time).
     inject_light: light-map injection on (off: the baseline).
@@ -254,15 +294,17 @@ def lightctrl(velocity: Velocity, relight: RelightFn, source: jax.Array,
       conditioned on I_t alone).
     fft_axes: 'chw' (the code) or 'thw' (the paper).
 
+  `inject_light` and `fusion` may be traced booleans (one compiled program
+  serves every arm).
+
   Returns:
-    the relit video [F, H, W, C].
+    the relit latent video.
   """
   k_noise, k_inj, k_rel = jax.random.split(key, 3)
   z = flow.interpolate(source, jax.random.normal(k_noise, source.shape),
                        strength)
-  if inject_light:
-    z = inject(z, k_inj, mask, omega)
-  ts = flow.time_grid(num_steps, strength, 0.0)
+  z = jnp.where(inject_light, inject(z, k_inj, mask, omega), z)
+  ts = jnp.asarray(_time_grid(num_steps, strength))
   lbds = jnp.asarray(lbd_schedule(num_steps), jnp.float32)
   n_fused = num_fused_steps(num_steps, stop)
 
@@ -270,15 +312,13 @@ def lightctrl(velocity: Velocity, relight: RelightFn, source: jax.Array,
     z, detail = carry
     t, s, lbd = ts[i], ts[i + 1], lbds[i]
     x0 = z - t * velocity(z, t)
-    detail = jnp.where(i == 0, source - x0, detail)
+    detail = jnp.where(i == 0, source - x0, detail)  # saved at step 0
     img = x0 + lbd * detail
-    cond = img
-    if fusion:
-      cond = freq_mix(normals, img,
-                      freq_filter(img.shape, lbd, fft_axes, order), fft_axes)
+    mixed = freq_mix(normals, img,
+                     freq_filter(img.shape, lbd, fft_axes, order), fft_axes)
+    cond = jnp.where(fusion, mixed, img)
     relit = relight(cond, light_map, jax.random.fold_in(k_rel, i))
-    target = (1.0 - lbd) * img + lbd * relit
-    return (fused_step(z, target, t, s), detail), None
+    return (fused_step(z, (1.0 - lbd) * img + lbd * relit, t, s), detail), None
 
   def plain(z, i):
     t, s = ts[i], ts[i + 1]
@@ -295,10 +335,10 @@ def lightctrl(velocity: Velocity, relight: RelightFn, source: jax.Array,
 
 
 class Relighter(nn.Module):
-  """IC-Light stand-in: the velocity of the relit frame given (x_t, t,
-  conditioning frame [.., H, W, C], light map [.., H, W, 1]), a U-Net on
-  their channel concatenation (IC-Light's concat_conds plus its
-  background-image start)."""
+  """IC-Light stand-in: the velocity of the relit frame's latent given
+  (x_t, t, conditioning latent, light-map latent), all [.., h, w, c], a
+  U-Net on their channel concatenation (IC-Light's concat_conds; the light
+  map is also where its img2img starts)."""
 
   channels: int = 16
   channel_mults: tuple[int, ...] = (1, 2)
@@ -331,15 +371,15 @@ class VideoPrior(nn.Module):
 
 def relight_sampler(model: Relighter, params: Any, num_steps: int,
                     strength: float = RELIGHT_STRENGTH) -> RelightFn:
-  """IC-Light's img2img call: start from the light map (broadcast to the
-  image channels) noised to `strength`, integrate the relighter's flow to
-  t = 0 in `num_steps` Euler steps, conditioned on (cond, light map).
-  Fresh noise per frame."""
+  """IC-Light's img2img call: start from the light-map latent noised to
+  `strength`, integrate the relighter's flow to t = 0 in `num_steps` Euler
+  steps conditioned on (cond, light map). Fresh noise per frame."""
 
   def relight(cond, light_map, key):
-    bg = jnp.broadcast_to(light_map, cond.shape)
-    x = flow.interpolate(bg, jax.random.normal(key, cond.shape), strength)
-    v = lambda x, t: model.apply(params, x, jnp.full(x.shape[:1], t), cond,
+    x = flow.interpolate(light_map, jax.random.normal(key, cond.shape),
+                         strength)
+    lead = cond.shape[:-3]
+    v = lambda x, t: model.apply(params, x, jnp.full(lead, t), cond,
                                  light_map)
     return flow.euler_sample(v, x, num_steps, strength, 0.0)
 
@@ -432,7 +472,8 @@ def irradiance(normals: jax.Array, height: jax.Array, light_xy: jax.Array,
                         indexing='ij')
   lx = light_xy[..., 0, None, None] + 0.5
   ly = light_xy[..., 1, None, None] + 0.5
-  d = jnp.stack([lx - xx, ly - yy, light_height - height], -1)
+  d = jnp.stack(jnp.broadcast_arrays(lx - xx, ly - yy, light_height - height),
+                -1)
   d2 = jnp.sum(d ** 2, -1)
   cos = jnp.sum(normals * d, -1) / jnp.sqrt(d2)
   return jnp.maximum(cos, 0.0) * light_height ** 2 / d2
@@ -456,12 +497,14 @@ def to_intensity(x: jax.Array) -> jax.Array:
   return (x + 1.0) / 2.0
 
 
-def light_map_image(pos_Fx2: jax.Array, sigma_F: jax.Array, height: int,
-                    width: int) -> jax.Array:
-  """IC-Light's background light map [F, H, W, 1] on [-1, 1]."""
+def light_map_latent(pos_Fx2: jax.Array, sigma_F: jax.Array, height: int,
+                     width: int) -> jax.Array:
+  """IC-Light's background light map, a grey Gaussian blob on [-1, 1] at
+  frame size [F, H, W, 3] (centres and sigmas in frame pixels), encoded."""
   g = jax.vmap(gaussian_map, (0, 0, None, None))(pos_Fx2, sigma_F, height,
                                                  width)
-  return (2.0 * g - 1.0)[..., None]
+  return encode(jnp.broadcast_to((2.0 * g - 1.0)[..., None],
+                                 g.shape + (3,)))
 
 
 # ----------------------------------------------------------------------------
@@ -517,23 +560,27 @@ def frame_change(video: jax.Array) -> jax.Array:
 def analytic_relighter(sc: dict[str, jax.Array], pos_Fx2: jax.Array,
                        light_height: float, ambient: float) -> RelightFn:
   """The relighter replaced by the renderer given the true normals and
-  albedo at the trajectory's light (conditioning and key unused)."""
-  frames = render(sc, pos_Fx2, light_height, ambient)
+  albedo at the trajectory's light (conditioning and key unused), encoded."""
+  frames = encode(render(sc, pos_Fx2, light_height, ambient))
   return lambda cond, light_map, key: frames
 
 
 def smoothing_prior(sigma_frames: float = 1.0) -> Velocity:
-  """The prior replaced by temporal Gaussian smoothing: x0_hat = the
-  smoothed z rescaled by 1 / (1 - t), v = (z - x0_hat) / t."""
+  """The prior replaced by temporal Gaussian smoothing over the frame axis
+  of [..., F, h, w, c]: x0_hat = the smoothed z rescaled by 1 / (1 - t),
+  v = (z - x0_hat) / t."""
   radius = max(1, math.ceil(3 * sigma_frames))
   k = np.exp(-0.5 * (np.arange(-radius, radius + 1) / sigma_frames) ** 2)
   k = k / k.sum()
 
   def velocity(z, t):
-    pad = jnp.pad(z, [(radius, radius)] + [(0, 0)] * (z.ndim - 1),
+    ax = z.ndim - 4
+    pad = jnp.pad(z, [(0, 0)] * ax + [(radius, radius)] + [(0, 0)] * 3,
                   mode='edge')
-    sm = sum(float(w) * pad[j:j + z.shape[0]] for j, w in enumerate(k))
-    x0 = jnp.clip(sm / (1.0 - t), -1.0, 1.0)
+    f = z.shape[ax]
+    sm = sum(float(w) * jax.lax.slice_in_dim(pad, j, j + f, axis=ax)
+             for j, w in enumerate(k))
+    x0 = sm / (1.0 - t)
     return (z - x0) / t
 
   return velocity
@@ -547,34 +594,35 @@ def relight_batch(key: jax.Array, batch: int, size: int, *,
                   light_height: float, ambient: float, radius: float,
                   num_objects: int = 3, p_rgb: float = 0.5
                   ) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """(target [B, H, W, 3], cond [B, H, W, 3], light map [B, H, W, 1]) for
-  the relighter: a random frame lit by a random source light, the same
-  frame under a random target light (the light map's centre), and the
-  conditioning freq_mix(normals, source frame, Butterworth(d)) over
-  (c, h, w) with d ~ U(0, 1), or d = 0 (the source frame alone) with
-  probability p_rgb."""
+  """Latents (target, cond, light map), each [B, h, w, c], for the
+  relighter: a random frame lit by a random source light, the same frame
+  under a random target light (the light map's centre; sigma = PATCH *
+  radius / 8 frame pixels), and the conditioning freq_mix(normals, source
+  frame, Butterworth(d)) over (c, h, w) with d ~ U(0, 1), or d = 0 (the
+  source frame alone) with probability p_rgb."""
   ks = jax.random.split(key, 5)
   sc = jax.vmap(lambda k: scene(k, 1, size, num_objects))(
       jax.random.split(ks[0], batch))
   sc = jax.tree.map(lambda a: a[:, 0], sc)
   src_xy = jax.random.uniform(ks[1], (batch, 2), maxval=size)
   tgt_xy = jax.random.uniform(ks[2], (batch, 2), maxval=size)
-  src = render(sc, src_xy, light_height, ambient)
-  tgt = render(sc, tgt_xy, light_height, ambient)
+  src = encode(render(sc, src_xy, light_height, ambient))
+  tgt = encode(render(sc, tgt_xy, light_height, ambient))
+  nrm = encode(sc['normals'])
   d = jax.random.uniform(ks[3], (batch,))
   d = jnp.where(jax.random.bernoulli(ks[4], p_rgb, (batch,)), 0.0, d)
   cond = jax.vmap(lambda n, x, d: freq_mix(
       n, x, freq_filter(x.shape, d, 'chw'), 'chw'))(
-          sc['normals'][:, None], src[:, None], d)[:, 0]
-  light = jax.vmap(lambda p: light_map_image(
-      p[None], jnp.full((1,), radius / 8.0), size, size)[0])(tgt_xy)
+          nrm[:, None], src[:, None], d)[:, 0]
+  light = jax.vmap(lambda p: light_map_latent(
+      p[None], jnp.full((1,), PATCH * radius / 8.0), size, size)[0])(tgt_xy)
   return tgt, cond, light
 
 
 def video_batch(key: jax.Array, batch: int, num_frames: int, size: int, *,
                 light_height: float, ambient: float, num_objects: int = 3,
                 motion: float = 1.0) -> jax.Array:
-  """Clips [B, F, H, W, 3] for the video prior: random scenes lit by a
+  """Clip latents [B, F, h, w, c] for the video prior: random scenes lit by a
   point light moving on a straight line between two random points (smooth
   lighting, half of them static)."""
   ks = jax.random.split(key, 4)
@@ -586,7 +634,7 @@ def video_batch(key: jax.Array, batch: int, num_frames: int, size: int, *,
                          maxval=1.1 * size)
   b = jnp.where(jax.random.bernoulli(ks[3], 0.5, (batch, 1, 1)), a, b)
   s = jnp.linspace(0.0, 1.0, num_frames)[None, :, None]
-  return render(sc, a + s * (b - a), light_height, ambient)
+  return encode(render(sc, a + s * (b - a), light_height, ambient))
 
 
 __all__: Sequence[str] = [
@@ -594,7 +642,8 @@ __all__: Sequence[str] = [
     'RELIGHT_STRENGTH', 'Relighter', 'STOP', 'THRESHOLD', 'VideoPrior',
     'analytic_relighter', 'butterworth', 'frame_change', 'freq_filter',
     'freq_mix', 'fused_step', 'gaussian_map', 'inject', 'irradiance',
-    'lbd_schedule', 'light_centroid_error', 'light_map_image', 'light_masks',
+    'lbd_schedule', 'LATENT_CHANNELS', 'PATCH', 'decode', 'encode',
+    'light_centroid_error', 'light_map_latent', 'light_masks',
     'light_positions', 'lightctrl', 'num_fused_steps', 'prior_velocity',
     'psnr', 'relight_batch', 'relight_sampler', 'render', 'scene', 'smoothing_prior',
     'source_leakage', 'to_intensity', 'to_signed', 'video_batch']

@@ -1,0 +1,234 @@
+"""LightCtrl: filters against a NumPy transcription of the reference, the
+injection, trajectories, the sampler against plain Euler, the scores."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from iclrjax.diffusion import flow
+from iclrjax.diffusion import lightctrl as lc
+
+
+def _np_butterworth(shape, n, d_s, d_t):
+  """utils/tools.py butterworth_low_pass_filter, loop for loop."""
+  t_, h_, w_ = shape
+  mask = np.zeros(shape)
+  if d_s == 0 or d_t == 0:
+    return mask
+  for t in range(t_):
+    for h in range(h_):
+      for w in range(w_):
+        d2 = ((d_s / d_t) * (2 * t / t_ - 1)) ** 2 + (2 * h / h_ - 1) ** 2 + (
+            2 * w / w_ - 1) ** 2
+        mask[t, h, w] = 1 / (1 + (d2 / d_s ** 2) ** n)
+  return mask
+
+
+def _np_freq_mix(x, noise, lpf, axes):
+  """utils/tools.py freq_mix_3d with numpy's FFT."""
+  xf = np.fft.fftshift(np.fft.fftn(x, axes=axes), axes=axes)
+  nf = np.fft.fftshift(np.fft.fftn(noise, axes=axes), axes=axes)
+  mixed = xf * lpf + nf * (1 - lpf)
+  return np.fft.ifftn(np.fft.ifftshift(mixed, axes=axes), axes=axes).real
+
+
+@pytest.mark.parametrize('d', [0.0, 0.3, 1.0])
+def test_butterworth_matches_reference_loop(d):
+  for shape in ((4, 6, 8), (3, 5, 5)):
+    np.testing.assert_allclose(lc.butterworth(shape, d, d, 4),
+                               _np_butterworth(shape, 4, d, d), atol=1e-6)
+  np.testing.assert_allclose(lc.butterworth((4, 8, 8), 0.5, 0.25, 2),
+                             _np_butterworth((4, 8, 8), 2, 0.5, 0.25),
+                             atol=1e-6)
+
+
+def test_butterworth_at_zero_at_cutoff_and_monotone():
+  # u = 2k / K - 1 on each axis: 0 at k = K / 2 (on a 2 x 2 x K grid the
+  # row [1, 1, :] runs along w through the centre; a size-1 axis has u = -1).
+  k = 64
+  for d in (0.25, 0.5, 0.75):
+    row = np.asarray(lc.butterworth((2, 2, k), d))[1, 1]
+    u = 2 * np.arange(k) / k - 1
+    assert row[k // 2] == 1.0                              # H(0) = 1
+    # u = d exactly at k = K (1 + d) / 2: H = 1/2.
+    np.testing.assert_allclose(row[int(k * (1 + d) / 2)], 0.5, atol=1e-6)
+    right = row[k // 2:]
+    assert np.all(np.diff(right) <= 0)                     # monotone in d
+    np.testing.assert_allclose(row, 1 / (1 + (u ** 2 / d ** 2) ** 4),
+                               rtol=1e-5)
+  assert not np.any(np.asarray(lc.butterworth((2, 4, 4), 0.0)))  # d_s = 0
+
+
+@pytest.mark.parametrize('axes', ['chw', 'thw'])
+def test_freq_mix_limits_and_reference(axes):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(4, 8, 8, 3)).astype(np.float32)
+  y = rng.normal(size=(4, 8, 8, 3)).astype(np.float32)
+  one = jnp.ones((1, 1, 1, 1))
+  np.testing.assert_allclose(lc.freq_mix(x, y, one, axes), x, atol=1e-5)
+  np.testing.assert_allclose(lc.freq_mix(x, y, 0 * one, axes), y, atol=1e-5)
+  lpf = lc.freq_filter(x.shape, 0.6, axes)
+  np_axes = (3, 1, 2) if axes == 'chw' else (0, 1, 2)
+  # The filter sits on the (T, H, W) axes of the reference's builder.
+  t_len = x.shape[np_axes[0]]
+  ref_lpf = _np_butterworth((t_len, 8, 8), 4, 0.6, 0.6)
+  ref_lpf = (np.transpose(ref_lpf, (1, 2, 0))[None] if axes == 'chw'
+             else ref_lpf[..., None])
+  np.testing.assert_allclose(lpf, ref_lpf, atol=1e-6)
+  np.testing.assert_allclose(lc.freq_mix(x, y, lpf, axes),
+                             _np_freq_mix(x, y, ref_lpf, np_axes), atol=1e-5)
+  with pytest.raises(ValueError, match='fft_axes'):
+    lc.freq_filter(x.shape, 0.5, 'hwc')
+
+
+def test_injection_mask_bit_identical_outside_and_variance_inside():
+  f, s = 4, 32
+  pos, sig = lc.light_positions(lc.BGSource.LEFT_TO_RIGHT, f, s, s, 37.5)
+  mask = lc.light_masks(jnp.asarray(pos), jnp.asarray(sig), s, s)
+  z = jax.random.normal(jax.random.key(0), (f, s, s, 64))
+  out = lc.inject(z, jax.random.key(1), mask)
+  m = np.broadcast_to(np.asarray(mask), z.shape)
+  assert 0 < m.mean() < 0.5
+  assert np.array_equal(np.asarray(out)[~m], np.asarray(z)[~m])
+  inside = np.asarray(out)[m]
+  assert inside.size > 10_000
+  np.testing.assert_allclose(inside.var(), 0.8 ** 2 + 0.2 ** 2, rtol=0.05)
+  # The blob: normalised Gaussian > 0.2 <=> distance < sigma sqrt(2 ln 5).
+  g = lc.gaussian_map(jnp.array([10.0, 8.0]), 37.5 / 8, s, s)
+  assert float(g[8, 10]) == 1.0
+  yy, xx = np.mgrid[:s, :s]
+  inside_disc = np.hypot(xx - 10, yy - 8) < 37.5 / 8 * np.sqrt(2 * np.log(5))
+  np.testing.assert_array_equal(np.asarray(g) > 0.2, inside_disc)
+
+
+def test_light_positions_follow_the_reference():
+  pos, sig = lc.light_positions(lc.BGSource.LEFT_TO_RIGHT, 8, 32, 32, 40.0)
+  np.testing.assert_array_equal(pos[:, 0], [0, 4, 8, 13, 17, 22, 26, 31])
+  np.testing.assert_array_equal(pos[:, 1], 8)
+  np.testing.assert_array_equal(sig, 5.0)
+  pos, _ = lc.light_positions(lc.BGSource.CIRCULAR, 5, 32, 32, 40.0)
+  # int() truncates: 16 + 16 cos(3 pi / 2) = 16 - 3e-15 -> 15, as in the code.
+  np.testing.assert_array_equal(pos, [[32, 16], [16, 32], [0, 16], [15, 0],
+                                      [32, 15]])
+  pos, _ = lc.light_positions(lc.BGSource.SMI_CIRCULAR, 3, 32, 32, 40.0)
+  np.testing.assert_array_equal(pos, [[0, 16], [15, 0], [32, 15]])
+  pos, sig = lc.light_positions(lc.BGSource.RADIUS_CHANGE, 3, 32, 32, 40.0)
+  np.testing.assert_array_equal(sig, [2.5, 14.5, 27.5])
+
+
+def test_schedule_and_fused_step():
+  np.testing.assert_allclose(lc.lbd_schedule(5), [1, 0.75, 0.5, 0.25, 0])
+  assert lc.num_fused_steps(5) == 4 and lc.num_fused_steps(25) == 21
+  assert lc.num_fused_steps(10) == 8
+  # A step towards the true x0 from a point on the straight path stays on it.
+  x0, eps = jnp.ones((3,)), jnp.array([0.5, -1.0, 2.0])
+  z = flow.interpolate(x0, eps, 0.6)
+  np.testing.assert_allclose(lc.fused_step(z, x0, 0.6, 0.2),
+                             flow.interpolate(x0, eps, 0.2), atol=1e-6)
+
+
+@pytest.fixture(scope='module')
+def world():
+  f, s, h, amb = 4, 16, 6.0, 0.3
+  sc = lc.scene(jax.random.key(3), f, s, 2, 0.5)
+  pos, sig = lc.light_positions(lc.BGSource.LEFT_TO_RIGHT, f, s, s, 18.75)
+  pos, sig = jnp.asarray(pos), jnp.asarray(sig)
+  pos_l, sig_l = lc.light_positions(lc.BGSource.LEFT_TO_RIGHT, f, s // 2,
+                                    s // 2, 18.75)
+  source = lc.render(sc, jnp.array([12.0, 12.0]), h, amb)
+  target = lc.render(sc, pos, h, amb)
+  latents = dict(
+      source=lc.encode(source), normals=lc.encode(sc['normals']),
+      mask=lc.light_masks(jnp.asarray(pos_l), jnp.asarray(sig_l), s // 2,
+                          s // 2),
+      light_map=lc.light_map_latent(pos, 2 * sig, s, s))
+  return dict(sc=sc, pos=pos, sig=sig, source=source, target=target, h=h,
+              amb=amb, s=s, f=f, latents=latents)
+
+
+def test_vae_is_orthonormal_and_invertible():
+  x = jax.random.normal(jax.random.key(0), (2, 3, 8, 6, 3))
+  z = lc.encode(x)
+  assert z.shape == (2, 3, 4, 3, lc.LATENT_CHANNELS)
+  np.testing.assert_allclose(lc.decode(z), x, atol=1e-5)
+  np.testing.assert_allclose(jnp.sum(z ** 2), jnp.sum(x ** 2), rtol=1e-5)
+  # The LL channel of a constant patch is twice its value (orthonormal).
+  one = lc.encode(jnp.ones((2, 2, 3)))
+  np.testing.assert_allclose(one[0, 0, :3], 2.0, atol=1e-6)
+  np.testing.assert_allclose(one[0, 0, 3:], 0.0, atol=1e-6)
+
+
+def test_renderer_and_scores(world):
+  w = world
+  sc = w['sc']
+  np.testing.assert_allclose(np.linalg.norm(sc['normals'], axis=-1), 1,
+                             rtol=1e-5)
+  # Right under the light the ground is lit fully: E = 1.
+  e = lc.irradiance(jnp.array([[[0.0, 0.0, 1.0]]]), jnp.zeros((1, 1)),
+                    jnp.array([0.0, 0.0]), 4.0)
+  np.testing.assert_allclose(e, 1.0, rtol=1e-6)
+  err_gt = lc.light_centroid_error(w['target'], sc['albedo'], w['pos'],
+                                   w['amb'])
+  err_src = lc.light_centroid_error(w['source'], sc['albedo'], w['pos'],
+                                    w['amb'])
+  assert err_gt < err_src
+  shading = lambda x: lc.to_intensity(x) - sc['albedo'] * w['amb']
+  e_src = lc.irradiance(sc['normals'], sc['height'],
+                        jnp.array([12.0, 12.0]), w['h'])
+  src_sh = sc['albedo'] * e_src[..., None]
+  tgt_sh = shading(w['target'])
+  assert abs(float(lc.source_leakage(tgt_sh, tgt_sh, src_sh))) < 1e-4
+  mix = tgt_sh + 0.5 * src_sh
+  np.testing.assert_allclose(lc.source_leakage(mix, tgt_sh, src_sh), 0.5,
+                             atol=1e-4)
+  assert float(lc.psnr(w['target'] + 0.02, w['target'])) == pytest.approx(
+      10 * np.log10(4 / 0.02 ** 2), rel=1e-4)
+  x = jnp.zeros((3, 2, 2, 1)).at[1].set(1.0)
+  assert float(lc.frame_change(x)) == 1.0
+
+
+def _run(world, relight, prior=None, **kw):
+  lat = world['latents']
+  return lc.lightctrl(prior or lc.smoothing_prior(1.0), relight, lat['source'],
+                      lat['normals'], lat['mask'], lat['light_map'],
+                      jax.random.key(5), strength=0.5, **kw)
+
+
+def test_pipeline_without_fused_steps_is_plain_euler(world):
+  vel = lc.smoothing_prior(1.0)
+  out = _run(world, lambda c, l, k: c, num_steps=6, inject_light=False,
+             stop=1.0)
+  src = world['latents']['source']
+  k_noise = jax.random.split(jax.random.key(5), 3)[0]
+  z = flow.interpolate(src, jax.random.normal(k_noise, src.shape), 0.5)
+  np.testing.assert_allclose(out, flow.euler_sample(vel, z, 6, 0.5, 0.0),
+                             atol=1e-5)
+  # Injection changes the start only inside the masks (a zero velocity
+  # returns the start).
+  zero = lambda z, t: 0 * z
+  ident = lambda c, l, k: c
+  inj = _run(world, ident, zero, num_steps=2, inject_light=True, stop=1.0)
+  plain = _run(world, ident, zero, num_steps=2, inject_light=False,
+               stop=1.0)
+  m = np.broadcast_to(np.asarray(world['latents']['mask']), inj.shape)
+  assert np.array_equal(np.asarray(inj)[~m], np.asarray(plain)[~m])
+  assert not np.allclose(np.asarray(inj)[m], np.asarray(plain)[m])
+
+
+def test_pipeline_with_analytic_surrogates_follows_the_light(world):
+  """Relighter = the renderer at the trajectory's light, prior = temporal
+  smoothing: LightCtrl moves the output towards the ground truth, and
+  without any fused step (SDEdit alone) it stays with the source light."""
+  w = world
+  relight = lc.analytic_relighter(w['sc'], w['pos'], w['h'], w['amb'])
+  full = lc.decode(_run(w, relight, num_steps=8))
+  sdedit = lc.decode(_run(w, relight, num_steps=8, inject_light=False,
+                          stop=1.0))
+  assert float(lc.psnr(full, w['target'])) > float(
+      lc.psnr(sdedit, w['target'])) + 3
+  err = lambda v: float(lc.light_centroid_error(v, w['sc']['albedo'],
+                                                w['pos'], w['amb']))
+  assert err(full) < err(sdedit)
+  thw = _run(w, relight, num_steps=8, fft_axes='thw')
+  assert np.all(np.isfinite(np.asarray(thw)))

@@ -1,0 +1,111 @@
+"""experiments/lightctrl.py: claim logic and controls on synthetic records,
+config errors, the evaluation set, the smoke run, the default run (slow)."""
+
+import jax
+import numpy as np
+import pytest
+
+from configs import lightctrl as lightctrl_config
+from experiments import lightctrl as exp
+from iclrjax.core import config as cfg_lib
+from iclrjax.diffusion import lightctrl as lc
+from tests.conftest import find_claim, smoke_summary
+
+S = 2
+
+
+def _records(win: bool):
+  """Per-seed metrics: the paper's pattern (win) or no effect at all."""
+  full = lambda v: np.full(S, float(v))
+  m = {}
+  arms = {'full': (3.0, 20.0, 0.1, 0.05), 'baseline': (6.0, 17.0, 0.3, 0.05),
+          'no_fusion': (3.2, 19.0, 0.3, 0.05), 'thw': (3.1, 19.5, 0.2, 0.05),
+          'perframe': (4.0, 15.0, 0.0, 0.2), 'source': (7.0, 14.0, 1.0, 0.01),
+          'ground_truth': (2.0, None, 0.0, 0.05)}
+  if not win:
+    arms['full'] = (6.0, 17.2, 0.29, 0.07)
+  for arm, (c, p, l, ch) in arms.items():
+    m[f'centroid/{arm}'] = full(c)
+    if p is not None:
+      m[f'psnr/{arm}'] = full(p)
+    m[f'leakage/{arm}'] = full(l)
+    m[f'change/{arm}'] = full(ch)
+  return lightctrl_config.get_config(), m
+
+
+def test_claims_hold_on_the_papers_pattern_and_controls_fail():
+  claims = exp.evaluate_claims(*_records(win=True))
+  assert len(claims) == 4
+  for c in claims:
+    assert c.holds, c
+    assert c.control.endswith('(fails)'), c
+
+
+def test_claims_fail_without_an_effect():
+  claims = exp.evaluate_claims(*_records(win=False))
+  assert not any(c.holds for c in claims), claims
+
+
+def test_config_errors_name_the_field():
+  c = lightctrl_config.get_config('smoke')
+  c.size = 18
+  with pytest.raises(cfg_lib.ConfigError, match='size'):
+    exp.EXPERIMENT.validate(c)
+  c = lightctrl_config.get_config()
+  c.prior.channel_mults = (1, 2, 2, 2, 2)
+  with pytest.raises(cfg_lib.ConfigError, match='prior.channel_mults'):
+    exp.EXPERIMENT.validate(c)
+  c = lightctrl_config.get_config()
+  c.fft_axes = 'hwc'
+  with pytest.raises(cfg_lib.ConfigError, match='fft_axes'):
+    exp.EXPERIMENT.validate(c)
+  for v in ('default', 'paper'):
+    exp.EXPERIMENT.validate(lightctrl_config.get_config(v))
+
+
+def test_eval_set_ground_truth_and_latents():
+  cfg = lightctrl_config.get_config('smoke')
+  ev = exp.eval_set(cfg, jax.random.key(0))
+  b = cfg.eval_videos * len(cfg.trajectories)
+  h = cfg.size // lc.PATCH
+  assert ev['source'].shape == (b, cfg.num_frames, cfg.size, cfg.size, 3)
+  assert ev['source_latent'].shape == (b, cfg.num_frames, h, h, 12)
+  assert ev['mask'].shape == (b, cfg.num_frames, h, h, 1)
+  np.testing.assert_allclose(lc.decode(ev['source_latent']), ev['source'],
+                             atol=1e-5)
+  # The ground truth scores as it should: no leakage, light near the centre.
+  sc = exp.scores(cfg, ev['target'], ev)
+  assert np.all(np.abs(np.asarray(sc['leakage'])) < 1e-3)
+  src = exp.scores(cfg, ev['source'], ev)
+  assert np.all(np.asarray(src['leakage']) > 0.5)
+  assert float(np.mean(sc['centroid'])) < float(np.mean(src['centroid']))
+
+
+def test_smoke_run_records_every_score_and_claim():
+  s = smoke_summary('lightctrl')
+  cfg = lightctrl_config.get_config('smoke')
+  assert len(s['claims']) == 4
+  for c in s['claims']:
+    assert c['control'].endswith(('(fails)', '(passes)')), c
+  for arm in (*exp.ARMS, 'perframe', 'source'):
+    for k in exp.SCORES:
+      v = s['metrics'][f'{k}/{arm}']['per_seed']
+      assert len(v) == cfg.eval_seeds and all(np.isfinite(v)), (k, arm)
+  # The per-frame relighter flickers even untrained (fresh noise per frame).
+  assert find_claim(s, 'LightCtrl is temporally')['control'].endswith(
+      '(fails)')
+
+
+@pytest.fixture(scope='module')
+def default_summary(tmp_path_factory):
+  """The default run; only the slow tests use it. Its record:
+  results/lightctrl/default/summary.json."""
+  return exp.EXPERIMENT.execute(lightctrl_config.get_config(),
+                                tmp_path_factory.mktemp('lightctrl') / 'run')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('start', ['LightCtrl is temporally'])
+def test_default_run_claims(default_summary, start):
+  c = find_claim(default_summary, start)
+  assert c['holds'] and c['control'].endswith('(fails)'), c
