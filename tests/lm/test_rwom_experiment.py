@@ -101,7 +101,7 @@ def test_default_run_claims(default_summary, start):
   assert c['holds'] and c['control'].endswith('(fails)'), c
 
 
-# Measured (da4830f, 3 seeds, 310 s): success h = 1 -> h = 3 with the
+# Measured (320d109, 3 seeds, 319 s): success h = 1 -> h = 3 with the
 # retrieved tutorial 0.768 -> 0.798 (+0.030), without a tutorial 0.592 ->
 # 0.600 (+0.008). The grounded half holds; the ungrounded rollouts do not
 # get worse with the horizon: the v1 prior is exact on the 16 unchanged
