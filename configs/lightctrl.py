@@ -14,7 +14,7 @@ injection-only ablation, the paper's (t, h, w) FFT axes, and the per-frame
 relighter alone.
 
 Variants:
-  smoke    (CI, ~30 s) 16x16 frames, one-level nets, 2 training steps, 2
+  smoke    (CI, ~20 s) 16x16 frames, one-level nets, 2 training steps, 2
            trajectories.
   default  (CPU, ~9 min) 32x32 8-frame clips (16x16x12 latents); relighter
            U-Net 16 channels, prior U-Net 32 channels, 1000 steps each; 15
@@ -66,10 +66,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.eval_seeds = 2
   c.p_rgb = 0.5                # relighter trained on the plain frame
   c.relighter = ml_collections.ConfigDict(dict(
-      channels=16, channel_mults=(1, 2), train_steps=1000, batch_size=32, learning_rate=2e-3,
+      channels=16, channel_mults=(1, 2), num_res_blocks=1,
+      train_steps=1000, batch_size=32, learning_rate=2e-3,
       ema_decay=0.99))
   c.prior = ml_collections.ConfigDict(dict(
-      channels=32, channel_mults=(1, 2), train_steps=1000, batch_size=16, learning_rate=2e-3,
+      channels=32, channel_mults=(1, 2), num_res_blocks=1,
+      train_steps=1000, batch_size=16, learning_rate=2e-3,
       ema_decay=0.99))
   c.centroid_ratio = 0.7
   c.psnr_margin = 1.0
@@ -83,15 +85,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if variant == 'smoke':
     c.size = 16
     c.num_frames = 4
+    c.num_objects = 1
     c.trajectories = ('LEFT_TO_RIGHT', 'CIRCULAR')
     c.light_radius = 9.375
-    c.eval_videos = 2
+    c.eval_videos = 1
     c.eval_seeds = 1
     c.relight_steps = 1
     c.num_steps = 3
     for n in (c.relighter, c.prior):
       n.channels = 8
       n.channel_mults = (1,)
+      n.num_res_blocks = 0
       n.train_steps = 2
       n.batch_size = 4
     c.steps_per_chunk = 1

@@ -56,6 +56,7 @@ def config_schema() -> dict[str, Any]:
     nets.update({f'{n}.channels': cfg_lib.Int(min=4),
                  f'{n}.channel_mults': cfg_lib.Seq(item=cfg_lib.Int(min=1),
                                                    min_len=1),
+                 f'{n}.num_res_blocks': cfg_lib.Int(min=0),
                  f'{n}.train_steps': cfg_lib.Int(min=1),
                  f'{n}.batch_size': cfg_lib.Int(min=1),
                  f'{n}.learning_rate': pos,
@@ -113,7 +114,8 @@ def make_relighter_trainer(cfg):
   `lc.relight_batch` (generated from the step's key)."""
   n = cfg.relighter
   model = lc.Relighter(channels=n.channels,
-                       channel_mults=tuple(n.channel_mults))
+                       channel_mults=tuple(n.channel_mults),
+                       num_res_blocks=n.num_res_blocks)
   h = cfg.size // lc.PATCH
 
   def init_params(key):
@@ -140,7 +142,8 @@ def make_prior_trainer(cfg):
   `lc.video_batch`."""
   n = cfg.prior
   model = lc.VideoPrior(channels=n.channels,
-                        channel_mults=tuple(n.channel_mults))
+                        channel_mults=tuple(n.channel_mults),
+                        num_res_blocks=n.num_res_blocks)
   h = cfg.size // lc.PATCH
   shape = (1, cfg.num_frames, h, h, lc.LATENT_CHANNELS)
 

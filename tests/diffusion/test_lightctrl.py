@@ -131,7 +131,8 @@ def test_schedule_and_fused_step():
 @pytest.fixture(scope='module')
 def world():
   f, s, h, amb = 4, 16, 6.0, 0.3
-  sc = lc.scene(jax.random.key(3), f, s, 2, 0.5)
+  sc = jax.jit(lc.scene, static_argnums=(1, 2, 3))(jax.random.key(3), f, s,
+                                                   2, 0.5)
   pos, sig = lc.light_positions(lc.BGSource.LEFT_TO_RIGHT, f, s, s, 18.75)
   pos, sig = jnp.asarray(pos), jnp.asarray(sig)
   pos_l, sig_l = lc.light_positions(lc.BGSource.LEFT_TO_RIGHT, f, s // 2,

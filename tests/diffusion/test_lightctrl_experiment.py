@@ -52,7 +52,7 @@ def test_config_errors_name_the_field():
   with pytest.raises(cfg_lib.ConfigError, match='size'):
     exp.EXPERIMENT.validate(c)
   c = lightctrl_config.get_config()
-  c.prior.channel_mults = (1, 2, 2, 2, 2)
+  c.prior.channel_mults = (1, 2, 2, 2, 2, 2)
   with pytest.raises(cfg_lib.ConfigError, match='prior.channel_mults'):
     exp.EXPERIMENT.validate(c)
   c = lightctrl_config.get_config()
@@ -65,7 +65,7 @@ def test_config_errors_name_the_field():
 
 def test_eval_set_ground_truth_and_latents():
   cfg = lightctrl_config.get_config('smoke')
-  ev = exp.eval_set(cfg, jax.random.key(0))
+  ev = jax.jit(lambda k: exp.eval_set(cfg, k))(jax.random.key(0))
   b = cfg.eval_videos * len(cfg.trajectories)
   h = cfg.size // lc.PATCH
   assert ev['source'].shape == (b, cfg.num_frames, cfg.size, cfg.size, 3)
@@ -74,9 +74,10 @@ def test_eval_set_ground_truth_and_latents():
   np.testing.assert_allclose(lc.decode(ev['source_latent']), ev['source'],
                              atol=1e-5)
   # The ground truth scores as it should: no leakage, light near the centre.
-  sc = exp.scores(cfg, ev['target'], ev)
+  score = jax.jit(lambda v, ev: exp.scores(cfg, v, ev))
+  sc = score(ev['target'], ev)
   assert np.all(np.abs(np.asarray(sc['leakage'])) < 1e-3)
-  src = exp.scores(cfg, ev['source'], ev)
+  src = score(ev['source'], ev)
   assert np.all(np.asarray(src['leakage']) > 0.5)
   assert float(np.mean(sc['centroid'])) < float(np.mean(src['centroid']))
 
@@ -104,8 +105,25 @@ def default_summary(tmp_path_factory):
                                 tmp_path_factory.mktemp('lightctrl') / 'run')
 
 
+# Measured in results/lightctrl/default/summary.json (commit 4f665c1, 2
+# evaluation seeds x 8 videos x 6 trajectories, one trained relighter and
+# prior): the toy relighter alone already ignores the source light (leakage
+# 0.006), so neither injection nor normal fusion has much left to fix.
+_NEGATIVE = {
+    'LightCtrl (light-map injection': 'centroid error 8.95 px vs baseline '
+                                      '9.09 px: ratio 0.98, not <= 0.7',
+    "LightCtrl's PSNR": 'PSNR 18.77 dB vs baseline 18.84 dB: -0.07, not '
+                        '+1 dB',
+    'Geometry-aware normal fusion': 'leakage 0.239 with fusion vs 0.245 '
+                                    'without: drop 2%, not 30%',
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize('start', ['LightCtrl is temporally'])
+@pytest.mark.parametrize('start', [
+    'LightCtrl is temporally',
+    *[pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=v))
+      for k, v in _NEGATIVE.items()]])
 def test_default_run_claims(default_summary, start):
   c = find_claim(default_summary, start)
   assert c['holds'] and c['control'].endswith('(fails)'), c
