@@ -105,7 +105,7 @@ def default_summary(tmp_path_factory):
                                 tmp_path_factory.mktemp('lightctrl') / 'run')
 
 
-# Measured in results/lightctrl/default/summary.json (commit 4f665c1, 2
+# Measured in results/lightctrl/default/summary.json (commit 6d245fa, 2
 # evaluation seeds x 8 videos x 6 trajectories, one trained relighter and
 # prior): the toy relighter alone already ignores the source light (leakage
 # 0.006), so neither injection nor normal fusion has much left to fix.
