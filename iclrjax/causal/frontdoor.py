@@ -279,8 +279,8 @@ def fd_pseudo_outcome(nu: Nuisances, x: jax.Array, z: jax.Array,
   noise, so only numerators carry it).
   """
   den = nu if den is None else den
-  r1 = nu.m11 * nu.e1 + nu.m01 * (1 - nu.e1)     # r_me(z = 1, C)
-  r0 = nu.m10 * nu.e1 + nu.m00 * (1 - nu.e1)     # r_me(z = 0, C)
+  r1 = nu.m11 * nu.e1 + nu.m10 * (1 - nu.e1)     # r_me(1, C): m(1, x) over e_x
+  r0 = nu.m01 * nu.e1 + nu.m00 * (1 - nu.e1)     # r_me(0, C): m(0, x) over e_x
   nu_meq1 = r1 * nu.q1_1 + r0 * (1 - nu.q1_1)    # nu_meq(x = 1, C)
   nu_meq0 = r1 * nu.q1_0 + r0 * (1 - nu.q1_0)
   m1x, m0x = _m(nu, 1.0, x), _m(nu, 0.0, x)

@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -110,12 +111,19 @@ def append(post: Posterior, x: jax.Array, u: jax.Array, y: jax.Array,
            kernel: JointKernel, noise_var: float | jax.Array,
            jitter: float = 1e-10, *, l: jax.Array | None = None,
            var: jax.Array | None = None) -> Posterior:
-  """Adds observation (x, u, y) in O(T^2); needs t < capacity.
+  """Adds observation (x, u, y) in O(T^2).
 
   l, var: C k and the posterior variance at (x, u), when a `predict_v`
   at this point already computed them (its column of v and its var).
+  Raises (also under jit, vmap and scan) when the buffer is full: size it
+  with `init(capacity, ...)` or `from_data(..., capacity=...)`.
   """
   post = _eager(post)
+  capacity = post.X.shape[0]
+  post = post._replace(t=eqx.error_if(
+      post.t, post.t >= capacity,
+      f'gp.append: the posterior buffer is full ({capacity} observations); '
+      'allocate more with init(capacity, ...) or from_data(..., capacity=...)'))
   x = x.astype(post.X.dtype)
   if l is None:
     k = _cross(post, x[None], u[None], kernel)[:, 0]
@@ -201,7 +209,8 @@ def log_marginal_likelihood(post: Posterior, kernel: JointKernel,
 def from_data(X: jax.Array, u: jax.Array, y: jax.Array, kernel: JointKernel,
               noise_var: float, capacity: int | None = None,
               lazy: bool = False) -> Posterior:
-  """A posterior holding (X, u, y) in a buffer of `capacity` (default n).
+  """A posterior holding (X, u, y) in a buffer of `capacity` (default n:
+  full, so `append` needs a larger capacity).
 
   Built in one batch (Cholesky and triangular inverse, O(n^3) in LAPACK)
   rather than n appends; `append` then continues from it. lazy: keep the
@@ -209,6 +218,10 @@ def from_data(X: jax.Array, u: jax.Array, y: jax.Array, kernel: JointKernel,
   that is only queried; `append` forms the inverse when first called.
   """
   n, d = X.shape
+  if capacity is not None and capacity < n:
+    raise ValueError(f'from_data: capacity={capacity} cannot hold the {n} '
+                     'observations given; pass capacity >= n (room for the '
+                     'appends to come)')
   L = jnp.linalg.cholesky(kernel(X, u, X, u)
                           + noise_var * jnp.eye(n, dtype=X.dtype))
   post = init(capacity or n, d, X.dtype)

@@ -68,9 +68,9 @@ def test_weak_overlap_propensities_grow_extreme_with_kappa():
   assert frac[10.0] > 0.1 and frac[10.0] > 2 * frac[2.0], frac  # 0.16, 0.07
 
 
-def test_pseudo_outcome_is_doubly_robust_to_one_wrong_nuisance(big_md):
-  """Bias is a product of errors: a wrong m alone (xi, pi, e, q right), or
-  wrong e and q alone (m right), leave the mean of phi_1 - phi_0 at tau."""
+def test_pseudo_outcome_is_robust_to_a_wrong_m(big_md):
+  """Bias is a product of errors: a wrong m alone (e and q right, so xi and
+  pi are right) leaves the mean of phi_1 - phi_0 at tau."""
   data, nu = big_md
   target = float(data.tau.mean())
   wrong_m = nu._replace(m00=nu.m00 + 0.5, m01=nu.m01 - 0.3,
@@ -78,6 +78,23 @@ def test_pseudo_outcome_is_doubly_robust_to_one_wrong_nuisance(big_md):
   psi = fd.fd_pseudo_outcome(wrong_m, data.x, data.z, data.y)
   assert abs(float(psi.mean()) - target) < 0.01
   assert abs(float(fd.fd_pi(wrong_m).mean()) - target) > 0.05  # PI biased
+
+
+def test_pseudo_outcome_is_robust_to_a_wrong_q(big_md):
+  """m and e right, q wrong: the q-weighted terms are corrected by the
+  back-door AIPW term only when r_me(z, C) = sum_x m(z, x, C) e_x(C) pairs
+  each z with its own outcome cells (Def. 2). Swapping m(0, 1) and m(1, 0)
+  in r_me (the bug fixed at cbaf734) moved the bias to ~+0.7 at n = 4e5."""
+  data, nu = big_md
+  target = float(data.tau.mean())
+  logit = lambda p: jnp.log(p) - jnp.log1p(-p)
+  wrong_q = nu._replace(q1_1=jax.nn.sigmoid(logit(nu.q1_1) - 0.8),
+                        q1_0=jax.nn.sigmoid(logit(nu.q1_0) + 0.8))
+  psi = fd.fd_pseudo_outcome(wrong_q, data.x, data.z, data.y, den=nu)
+  assert abs(float(psi.mean()) - target) < 0.01
+  assert abs(float(fd.fd_pi(wrong_q).mean()) - target) > 0.05  # PI biased
+  psi = fd.fd_pseudo_outcome(wrong_q, data.x, data.z, data.y)
+  assert abs(float(psi.mean()) - target) < 0.01   # q wrong where it divides
 
 
 def test_structural_noise_is_not_centred_and_spares_denominators():

@@ -144,3 +144,24 @@ def test_lazy_fit_predicts_and_appends_like_the_eager_one(problem):
   assert l2.L is None
   np.testing.assert_allclose(e2.C, l2.C, atol=1e-9)
   np.testing.assert_allclose(e2.a, l2.a, atol=1e-9)
+
+
+def test_append_to_a_full_buffer_raises_under_jit(problem):
+  """A full buffer used to drop the point and overwrite the last row of C
+  (the posterior mean moved by ~30 with no error)."""
+  p, k = problem, problem['kernel']
+  full = gp.from_data(p['X'][:4], p['u'][:4], p['y'][:4], k, 0.01)
+  step = jax.jit(lambda s: gp.append(s, p['X'][5], p['u'][5], p['y'][5], k,
+                                     0.01))
+  with pytest.raises(Exception, match='buffer is full'):
+    jax.block_until_ready(step(full))
+  roomy = gp.from_data(p['X'][:4], p['u'][:4], p['y'][:4], k, 0.01,
+                       capacity=5)
+  mean = gp.predict(step(roomy), p['Xq'], p['uq'], k)[0]
+  want = gp.full_posterior(p['X'][jnp.array([0, 1, 2, 3, 5])],
+                           p['u'][jnp.array([0, 1, 2, 3, 5])],
+                           p['y'][jnp.array([0, 1, 2, 3, 5])], p['Xq'],
+                           p['uq'], k, 0.01)[0]
+  np.testing.assert_allclose(mean, want, atol=1e-8)
+  with pytest.raises(ValueError, match='capacity=3'):
+    gp.from_data(p['X'][:4], p['u'][:4], p['y'][:4], k, 0.01, capacity=3)
