@@ -169,8 +169,15 @@ def inject(z_FxHxWxC: jax.Array, key: jax.Array, mask_FxHxWx1: jax.Array,
   (1 - omega) z with fresh eps ~ N(0, I); off it z is returned unchanged
   (bit for bit)."""
   eps = jax.random.normal(key, z_FxHxWxC.shape, z_FxHxWxC.dtype)
-  return jnp.where(mask_FxHxWx1, omega * eps + (1.0 - omega) * z_FxHxWxC,
-                   z_FxHxWxC)
+  return inject_noise(z_FxHxWxC, eps, mask_FxHxWx1, omega)
+
+
+def inject_noise(z_FxHxWxC: jax.Array, eps_FxHxWxC: jax.Array,
+                 mask_FxHxWx1: jax.Array, omega: float = OMEGA) -> jax.Array:
+  """`inject` with the noise given: where(mask, omega eps + (1 - omega) z,
+  z) (src/vdm_pipe.py inject_light_map_noise, one eps per frame)."""
+  return jnp.where(mask_FxHxWx1, omega * eps_FxHxWxC
+                   + (1.0 - omega) * z_FxHxWxC, z_FxHxWxC)
 
 
 def butterworth(shape: Sequence[int], d_s: jax.Array | float,
@@ -641,7 +648,8 @@ __all__: Sequence[str] = [
     'BGSource', 'BUTTERWORTH_ORDER', 'FFT_AXES', 'MOVING', 'OMEGA',
     'RELIGHT_STRENGTH', 'Relighter', 'STOP', 'THRESHOLD', 'VideoPrior',
     'analytic_relighter', 'butterworth', 'frame_change', 'freq_filter',
-    'freq_mix', 'fused_step', 'gaussian_map', 'inject', 'irradiance',
+    'freq_mix', 'fused_step', 'gaussian_map', 'inject', 'inject_noise',
+    'irradiance',
     'lbd_schedule', 'LATENT_CHANNELS', 'PATCH', 'decode', 'encode',
     'light_centroid_error', 'light_map_latent', 'light_masks',
     'light_positions', 'lightctrl', 'num_fused_steps', 'prior_velocity',
