@@ -71,6 +71,20 @@ with exactly K model calls (`sample`):
            token is left masked by a revision, so the number of decoded
            tokens follows MDLM's schedule exactly.
 
+Against the released ReMDM code (kuleshov-group/remdm at f830d659,
+diffusion.py; tests/parity/test_dlm.py) `step_trans` gives the same
+per-position laws for the MDLM, ReMDM-cap, -rescale and -loop steps. On
+purpose it differs in: (i) the grid ends at t = 0 (theirs at eps = 1e-5,
+then an argmax, diffusion.py:858-860, 885-892); (ii) the loop evaluates
+the piecewise alpha(t) at both ends of a step, where theirs picks the
+branch from t alone (diffusion.py:757-768), so off-grid t_on / t_off
+steps ramp alpha_s past alpha_on or stay in the loop, and caps the loop's
+sigma at sigma_max (theirs uses eta as is, diffusion.py:774); (iii)
+confidence rates carry the N_dec factor above and masked tokens unmask at
+u_t(sigma_t), where ReMDM-conf uses sigma = 0 there, i.e. MDLM's rate
+(diffusion.py:736-742), and may run inside the loop (theirs: uniform);
+(iv) no nucleus (top-p) truncation of x_theta (diffusion.py:668-676).
+
 Metrics: validity rate (`is_valid`), the NELBO against the exact
 log-count log N (`nelbo`; >= log N, = log N for the exact denoiser) and,
 for 'onehot'/'exactk', the TV distance between the empirical law of the
