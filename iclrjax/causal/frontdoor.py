@@ -53,6 +53,18 @@ simulations, `perturb_nuisances`, adds delta * eps with eps ~ N(n^-1/4,
 n^-1/4) (mean and variance: not centred) to every numerator / plug-in
 nuisance and none of the denominators.
 
+Parity with the released FDCATE.py (yonghanjung/FD-CATE at 5fad3a3;
+tests/parity/test_frontdoor.py, on the same data and fitted XGBoost
+nuisances): FD-PI, the pseudo-outcome and FD-DR's final stage, FD-R3's
+g-stage, zeta and final stage agree to float32 rounding. Deliberate
+differences, each asserted there: (i) the structural noise perturbs
+q(1 | x, C) once, where the reference also draws q(1 | X_obs, C) apart and
+uses it in nu_meq (FDCATE.py:321, 346); (ii) FD-R3 evaluates g(x, C) on D3
+with D2's z-scoring, where it was fitted (the reference re-z-scores D3 by
+its own statistics, `_g_features`); (iii) FD-R3 regresses zeta on C and
+multiplies by b-hat (tau = b gamma, eq. 35), where the reference regresses
+b-hat * zeta on C (FDCATE.py:541-546).
+
 The DGPs (`simulate`) are the reference code's `simulate_fd_data_md` and
 `simulate_fd_data_weak_overlap` in JAX; `true_nuisances` gives their exact
 nuisances (E[U | X, C] by Gauss-Hermite quadrature).
