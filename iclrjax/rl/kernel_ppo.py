@@ -39,6 +39,19 @@ with the expected-SARSA weights w = pi(.|s') (or the reference code's
 w = pi(.|s), `target_weights='reference'`), Delta_0 = `beta0`, and s' the
 state reached (bootstrapped at time limits unless `truncation_as_terminal`,
 which the reference code does).
+
+Against the released code (conniemessi/TD-and-PPO-in-RKHS main_discrete.py
+at e34e34b; tests/parity/test_kernel_ppo.py runs it): with
+target_weights='reference' the loss, its gradients, the Adam steps and the
+beta_k schedule match (names: policy_params = `beta0`, schedule_pow =
+-`power`, vf_loss_coef = `value_coef`, entropy_coef = `ent_coef`, T =
+`num_epochs`, n_update / batchsize = `num_minibatches`). Deliberate
+differences: the TD target weights pi(.|s') by default (theirs pi(.|s),
+main_discrete.py:154); bootstrapping through time limits by default (theirs
+stores done = terminated or truncated, :335); pi_old of the first update is
+the rollout policy (theirs a separately initialised actor_old, :182/:188,
+synced with the current network only after each update, :292); and our
+orthogonal initialisation (theirs torch's default Linear init).
 """
 
 from __future__ import annotations
@@ -248,6 +261,44 @@ def _proximal_update(state: AgentState, k: jax.Array, data: Any, loss_fn,
                         env_steps=env_steps, solved_at=solved_at), metrics
 
 
+def network_loss_fn(net: nn.Module, c: ml_collections.ConfigDict):
+  """The discrete network form's minibatch loss `loss_fn(params, mb,
+  inv_delta) -> (loss, info)` (module docstring), what `make_network`
+  trains. `mb` holds obs, action, old_logits (pi_k's logits at the rollout),
+  reward, next_obs and cont (1 - terminal, `continuation`)."""
+
+  def loss_fn(params, mb, inv_delta):
+    logits = net.apply(params, mb['obs'])
+    pi = jax.nn.softmax(logits)
+    q = logits
+    # Policy: maximise <pi, sg(Q)> with a KL(pi || pi_old) proximal penalty.
+    pg = -jnp.sum(pi * jax.lax.stop_gradient(q), -1)
+    kl = dist.categorical_kl(logits, mb['old_logits'])
+    # Critic: one-step expected-SARSA TD on the same logits.
+    next_q = jax.lax.stop_gradient(net.apply(params, mb['next_obs']))
+    w = jax.nn.softmax(next_q if c.target_weights == 'next_state' else logits)
+    target = mb['reward'] + c.gamma * mb['cont'] * jnp.sum(
+        jax.lax.stop_gradient(w) * next_q, -1)
+    q_sa = jnp.take_along_axis(q, mb['action'][:, None], -1)[:, 0]
+    td = jnp.mean((q_sa - target)**2)
+    ent = dist.categorical_entropy(logits).mean()
+    loss = jnp.mean(pg + inv_delta * kl) + c.value_coef * td - c.ent_coef * ent
+    return loss, {'loss/policy': pg.mean(), 'kl': kl.mean(), 'loss/td': td,
+                  'entropy': ent}
+
+  return loss_fn
+
+
+def continuation(terminated: jax.Array, truncated: jax.Array,
+                 truncation_as_terminal: bool) -> jax.Array:
+  """1 - d of the TD target: 0 at a true termination, and also at a time
+  limit when `truncation_as_terminal` (the reference code stores done =
+  terminated or truncated, main_discrete.py:335 at e34e34b); by default we
+  bootstrap through time limits."""
+  end = terminated | truncated if truncation_as_terminal else terminated
+  return 1.0 - end.astype(jnp.float32)
+
+
 def make_network(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
                  return_window: int = 10,
                  solve_threshold: float | None = None):
@@ -279,36 +330,18 @@ def make_network(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
                       k_run, jnp.asarray(power, jnp.float32), jnp.int32(0),
                       jnp.int32(-1))
 
-  def loss_fn(params, mb, inv_delta):
-    logits = net.apply(params, mb['obs'])
-    pi = jax.nn.softmax(logits)
-    q = logits
-    # Policy: maximise <pi, sg(Q)> with a KL(pi || pi_old) proximal penalty.
-    pg = -jnp.sum(pi * jax.lax.stop_gradient(q), -1)
-    kl = dist.categorical_kl(logits, mb['old_logits'])
-    # Critic: one-step expected-SARSA TD on the same logits.
-    next_q = jax.lax.stop_gradient(net.apply(params, mb['next_obs']))
-    w = jax.nn.softmax(next_q if c.target_weights == 'next_state' else logits)
-    target = mb['reward'] + c.gamma * mb['cont'] * jnp.sum(
-        jax.lax.stop_gradient(w) * next_q, -1)
-    q_sa = jnp.take_along_axis(q, mb['action'][:, None], -1)[:, 0]
-    td = jnp.mean((q_sa - target)**2)
-    ent = dist.categorical_entropy(logits).mean()
-    loss = jnp.mean(pg + inv_delta * kl) + c.value_coef * td - c.ent_coef * ent
-    return loss, {'loss/policy': pg.mean(), 'kl': kl.mean(), 'loss/td': td,
-                  'entropy': ent}
+  loss_fn = network_loss_fn(net, c)
 
   def step(state: AgentState, k: jax.Array):
     key, k_roll, k_upd = jax.random.split(state.key, 3)
     batch, env_state, obs, stats = ro.rollout(
         env, policy, state.params, state.env_state, state.obs, state.stats,
         _no_norm(), k_roll, c.num_steps, normalize_obs=False)
-    end = batch.terminated | batch.truncated if c.truncation_as_terminal else (
-        batch.terminated)
     data = {'obs': batch.obs, 'action': batch.action,
             'old_logits': batch.extra, 'reward': batch.reward,
             'next_obs': batch.final_obs,
-            'cont': 1.0 - end.astype(jnp.float32)}
+            'cont': continuation(batch.terminated, batch.truncated,
+                                 c.truncation_as_terminal)}
     return _proximal_update(state._replace(env_state=env_state, obs=obs,
                                            stats=stats, key=key),
                             k, data, loss_fn, tx, c, k_upd, solve_threshold)
@@ -407,8 +440,6 @@ def make_network_continuous(env: envs_lib.Env, c: ml_collections.ConfigDict,
     batch, env_state, obs, stats = ro.rollout(
         env, policy, state.params, state.env_state, state.obs, state.stats,
         _no_norm(), k_roll, c.num_steps, normalize_obs=False)
-    end = batch.terminated | batch.truncated if c.truncation_as_terminal else (
-        batch.terminated)
     next_mean, next_log_std = net.apply(state.params, batch.final_obs,
                                         method=ContinuousNet.policy)
     k1, k2 = jax.random.split(k_eps)
@@ -419,7 +450,8 @@ def make_network_continuous(env: envs_lib.Env, c: ml_collections.ConfigDict,
             'next_mean': next_mean, 'next_log_std': next_log_std,
             'eps': jax.random.normal(k1, (T, E, M, A)),
             'eps_next': jax.random.normal(k2, (T, E, M, A)),
-            'cont': 1.0 - end.astype(jnp.float32)}
+            'cont': continuation(batch.terminated, batch.truncated,
+                                 c.truncation_as_terminal)}
     return _proximal_update(state._replace(env_state=env_state, obs=obs,
                                            stats=stats, key=key),
                             k, data, loss_fn, tx, c, k_upd, solve_threshold)
