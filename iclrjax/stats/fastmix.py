@@ -24,6 +24,15 @@ form is the exact derivative of the unrolled step (tests/stats). The inner
 products may be restricted to a parameter subset (`param_mask`); the
 released code uses only the output head.
 
+Deliberate difference from the released code (hrtan/fastmix at b2a4051,
+pretrain/train_fastmix_val.py:381-429): it takes the validation gradient at
+the current weights w, not at the unrolled w', i.e. the first-order
+approximation grad T(w) of grad T(w'). Ours defaults to w' (the exact
+derivative of the unroll); `val_at='current'` reproduces the release
+(tests/parity/test_fastmix.py). Its entropy term, dead code there
+(lambda_reg = 0, :455), differentiates +entropy (:448), the opposite sign of
+the lam sum alpha log alpha used here.
+
 Every loss function here is per example: `loss_fn(params, batch) -> [B]`.
 Source batches carry a leading source axis [K, ...].
 """
@@ -92,12 +101,18 @@ class OuterGrad(NamedTuple):
 def outer_grad(loss_fn: LossFn, params: PyTree, batches_K: Any,
                val_batch: Any, z_K: jax.Array, *, eta_w: float,
                beta: float = 0.0, lam: float = 0.0,
-               mask: PyTree | None = None) -> OuterGrad:
+               mask: PyTree | None = None,
+               val_at: str = 'unrolled') -> OuterGrad:
   """The closed-form one-step-unroll gradient of L_target w.r.t. z (Alg. 1).
 
   `mask` (from `param_mask`) restricts the unrolled step and both gradients
-  to a parameter subset; None is every parameter.
+  to a parameter subset; None is every parameter. `val_at` is where grad T
+  is taken: 'unrolled' (w', the default) or 'current' (w, as the released
+  pretrain/train_fastmix_val.py:381-429 does; `val_loss` is then l_val(w)).
   """
+  if val_at not in ('unrolled', 'current'):
+    raise ValueError(f"fastmix.outer_grad: val_at must be 'unrolled' or "
+                     f"'current', got {val_at!r}")
   mask = jax.tree.map(lambda _: True, params) if mask is None else mask
   alpha = jax.nn.softmax(z_K)
   g_K = jax.vmap(lambda b: _restrict(
@@ -109,7 +124,8 @@ def outer_grad(loss_fn: LossFn, params: PyTree, batches_K: Any,
     val = loss_fn(p, val_batch).mean()
     return val + beta * source_losses(loss_fn, p, batches_K).mean(), val
 
-  v, val_loss = jax.grad(target, has_aux=True)(w_next)
+  at = w_next if val_at == 'unrolled' else params
+  v, val_loss = jax.grad(target, has_aux=True)(at)
   v = _restrict(v, mask)
   inner = jax.vmap(lambda g: _dot(v, g))(g_K)
   g_alpha = -eta_w * inner + lam * (jnp.log(alpha) + 1.0)
@@ -152,17 +168,20 @@ def search_step(loss_fn: LossFn, tx: optax.GradientTransformation,
                 z_tx: optax.GradientTransformation, state: SearchState,
                 t: jax.Array, batches_K: Any, outer_batches_K: Any,
                 val_batch: Any, *, n_inner: int, eta_w: float,
-                beta: float, lam: float, mask: PyTree | None
+                beta: float, lam: float, mask: PyTree | None,
+                val_at: str = 'unrolled'
                 ) -> tuple[SearchState, dict[str, jax.Array]]:
   """Alg. 1: an inner step on w every t; an outer step on z when
-  t % n_inner == n_inner - 1 (after n_inner inner steps)."""
+  t % n_inner == n_inner - 1 (after n_inner inner steps). `val_at`: as
+  `outer_grad`."""
   alpha = jax.nn.softmax(state.z)
   params, opt_state, loss = inner_step(loss_fn, tx, state.params,
                                        state.opt_state, batches_K, alpha)
 
   def outer(s):
     og = outer_grad(loss_fn, s.params, outer_batches_K, val_batch, s.z,
-                    eta_w=eta_w, beta=beta, lam=lam, mask=mask)
+                    eta_w=eta_w, beta=beta, lam=lam, mask=mask,
+                    val_at=val_at)
     upd, zo = z_tx.update(og.grad_z, s.z_opt_state, s.z)
     z = optax.apply_updates(s.z, upd)
     return s._replace(z=z, z_opt_state=zo,

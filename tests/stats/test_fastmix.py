@@ -79,6 +79,33 @@ def test_closed_form_outer_gradient_equals_autodiff_through_the_unroll(
   np.testing.assert_allclose(og32.grad_z, np.asarray(ref), atol=1e-5)
 
 
+def test_val_at_current_takes_the_target_gradient_at_w(problem):
+  # The released code's variant (train_fastmix_val.py:381-429): grad T at
+  # the current weights, so eta_w only scales the inner-product term.
+  params, batches, val, z = problem
+  mask = fastmix.param_mask(params, 'head')
+  f = jax.jit(functools.partial(fastmix.outer_grad, _loss, mask=mask,
+                                val_at='current'), static_argnames='eta_w')
+  og1, og2 = f(params, batches, val, z, eta_w=0.3), f(
+      params, batches, val, z, eta_w=0.6)
+  v = jax.grad(lambda p: _loss(p, val).mean())(params)['head']
+  g = [jax.grad(lambda p, b=(batches[0][i], batches[1][i]): _loss(
+      p, b).mean())(params)['head'] for i in range(K)]
+  inner = [sum(jnp.vdot(v[k], gi[k]) for k in v) for gi in g]
+  np.testing.assert_allclose(og1.inner, inner, rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(og2.inner, og1.inner, rtol=1e-6)
+  np.testing.assert_allclose(og2.grad_z, 2 * og1.grad_z, rtol=1e-5,
+                             atol=1e-8)
+  np.testing.assert_allclose(og1.val_loss, _loss(params, val).mean(),
+                             rtol=1e-6)
+  unrolled = fastmix.outer_grad(_loss, params, batches, val, z, eta_w=0.3,
+                                mask=mask)
+  assert np.abs(unrolled.inner - og1.inner).max() > 1e-4
+  with pytest.raises(ValueError, match='val_at'):
+    fastmix.outer_grad(_loss, params, batches, val, z, eta_w=0.3,
+                       val_at='w')
+
+
 def test_head_mask_selects_the_output_layer_and_rejects_unknown_names(problem):
   params = problem[0]
   m = fastmix.param_mask(params, 'head')
