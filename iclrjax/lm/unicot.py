@@ -40,6 +40,17 @@ The self-check loop (`inference_mdp_self_reflection.py`: evaluate, revise,
 repeat until "Everything is good") resamples a step while its eval token
 says FIX, at most R rounds (`generate`).
 
+Deviations from the released code (Fr0zenCrane/UniCoT at 56212e4), for
+now: the release runs each micro step as a fresh context, the instruction,
+plan and current image re-fed from rotary position 0
+(inference_mdp_self_reflection.py:213-215), and BAGEL gives a whole image
+one position (modeling/bagel/bagel.py:339-342); here the chain is one
+sequence at positions 0..L-1, one per token, and the Markov structure comes
+from the mask alone. A re-encoded state here is causal and reads only the
+input, where BAGEL's conditioning image is bidirectional and reads every
+earlier split (data/data_utils.py:72-98). The step rows' mask over their
+context matches; tests/parity/test_unicot.py asserts both.
+
 Sequence layout for M sub-goals (L = 2 (G + 2) + M (1 + T (2 G + 3))):
 
     BOS s_0 SEP | z_1 step_1 .. step_T | .. | z_M step .. | ANS s_final EOS
