@@ -2,11 +2,14 @@
 
 Zhu, Wang, Lu, Li, Yan, Zhang, "OFTSR: One-Step Flow for Image
 Super-Resolution with Tunable Fidelity-Realism Trade-offs", arXiv 2412.09465
-(ICLR 2026). The losses follow the official code exactly
-(yuanzhi-zhu/OFTSR: `fm/flow_matching.py` for the teacher, `distill_fm.py`
-for the student; summarised in shared/papers/gen.md section 3.2); the
-equation names below are the paper's Sec. 3 quantities (numbers not checked
-against the PDF).
+(ICLR 2026). The teacher loss, the one-step sample, the teacher's RK2 rule
+and the SR operators match the released code (yuanzhi-zhu/OFTSR at 003b6f4:
+`fm/flow_matching.py`, `fm/sampling.py`, `fm/measurements.py`;
+tests/parity/test_oftsr.py). The student's distillation code (`distill_fm.py`
+in shared/papers/gen.md section 3.2) is NOT in the released repository, so
+the student losses below follow the paper and those notes, unchecked against
+code; the equation names are the paper's Sec. 3 quantities (numbers not
+checked against the PDF).
 
 Time convention (OFTSR's own, the OPPOSITE of `flow.py`): t = 0 is the
 source -- the noise-augmented, upsampled low-resolution image -- and t = 1
@@ -21,7 +24,9 @@ a factor f^2; `avg_pool(upsample(y)) == y`).
 
 Teacher: noise-augmented conditional rectified flow.
   source  x_0 = sqrt(1 - sigma_p^2) y + sigma_p eps   ('gaussian_VP' noiser),
-  loss    L_flow = E || v_theta(x_t, y, t) - (x_1 - x_0) ||_1,
+  loss    L_flow = E || v_theta(x_t, y, t) - (x_1 - x_0) ||_1
+          (l1 as in the released FFHQ checkpoint's name and the DIV2K /
+          ImageNet configs; configs/ir_fm_ffhq.yml at 003b6f4 says l2),
           t ~ U[eps_t, T]  (eps_t = 1e-3, T = 1),
   the network sees concat(x_t, y) and the time t * 999 (`SRVelocity`).
 sigma_p = 0 is InDI (the source is y itself), sigma_p = 1 is SR3.
@@ -143,8 +148,9 @@ def _resize(x: jax.Array, h: int, w: int) -> jax.Array:
 
 def bicubic_down(x: jax.Array, factor: int) -> jax.Array:
   """Antialiased bicubic downsampling by `factor` ('sr_interp' forward,
-  torch `F.interpolate(..., 'bicubic', antialias=True)`; jax.image's Keys
-  kernel has a = -0.5, torch's a = -0.75)."""
+  torch `F.interpolate(..., 'bicubic', antialias=True)`, whose antialiased
+  path uses the same a = -0.5 Keys kernel: equal to float rounding, as is
+  `bicubic_up`; torch's a = -0.75 is only its non-antialiased bicubic)."""
   h, w = x.shape[-3:-1]
   if h % factor or w % factor:
     raise ValueError(f'factor {factor} must divide H={h} and W={w}')
@@ -231,7 +237,8 @@ def sample_times(key: jax.Array, n: int, t_min: float = 0.01,
 def distill_losses(student: Velocity, teacher: Velocity, x0: jax.Array,
                    t: jax.Array, s: jax.Array, t_min: float = 0.01,
                    r: float = 0.5) -> dict[str, jax.Array]:
-  """The three student losses of OFTSR (`distill_fm.py`, 'v_boot').
+  """The three student losses of OFTSR ('v_boot'; the notes' `distill_fm.py`,
+  not in the released repository).
 
   Args:
     student: v_phi(x, t) with the condition y bound (differentiated).
@@ -295,7 +302,10 @@ def euler_sample(velocity: Velocity, x0: jax.Array, num_steps: int
   of the grid).
 
   `num_steps=1` is the undistilled teacher's one-step jump `one_step(v, x0,
-  eps)`.
+  eps)` (fm/sampling.py one_step_sampler). Deliberate: the reference's
+  euler_sampler steps by dt = 1/N on this same grid (fm/sampling.py:80,
+  103, 119 at 003b6f4), covering T instead of T - eps, so its x_N - x_0 is
+  ours / (T - eps).
   """
   return flow.sample(flow.reverse_time(flow.batch_time(velocity)), x0,
                      num_steps, t_start=T_END - EPS_T, t_end=0.0)
