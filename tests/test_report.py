@@ -70,7 +70,8 @@ def test_report_from_two_fake_summaries(tmp_path):
         name, holds, '2026-01-01T00:00:00', control=f'{name} ablation: 3.0',
         paper='0.27 bpd')))
   out = tmp_path / 'RESULTS.md'
-  proc = run_module('experiments.report', f'--runs={runs}', f'--out={out}')
+  proc = run_module('experiments.report', f'--runs={runs}', f'--out={out}',
+                    f'--parity={tmp_path / "absent.json"}')
   assert proc.returncode == 0, proc.stderr
   (claims_header, claims), *metric_tables = _tables(out.read_text())
   assert claims_header == CLAIM_COLUMNS
@@ -131,3 +132,19 @@ def test_rows_of_experiments_not_rerun_are_kept():
   kept = report.old_rows(previous, {'fge'})
   assert kept == ['| experiment | claim | holds |', '|---|---|---|',
                   '| dlm | a dlm claim | **no** |']
+
+
+def test_parity_table_ranks_by_tolerance_and_separates_deliberate():
+  from experiments import parity  # pylint: disable=g-import-not-at-top
+  row = dict(paper='P (arXiv 1)', repo='o/r', commit='abcdef0123', what='w',
+             date='2026-12-06', checks=[
+                 dict(quantity='a', diff=1e-7, tol=1e-6, ok=True),
+                 dict(quantity='b', diff=5e-6, tol=1e-5, ok=True),
+                 dict(quantity='deliberate: x differs', diff=0.0, tol=0.0,
+                      ok=True)])
+  (_, rows), = _tables('# t\n\n' + parity.table([row]))
+  assert rows[0]['max diff (matched)'] == '5.0e-06 (tol 1.0e-05, b)'
+  assert rows[0]['deliberate differences (asserted)'] == 'x differs'
+  assert rows[0]['reference (repo @ commit)'] == 'o/r @ abcdef0'
+  row['checks'][0]['ok'] = False
+  assert 'FAILS' in parity.table([row], compact=True)

@@ -153,7 +153,8 @@ def checks() -> list[common.Check]:
                           cat(lambda k: res['delta0', k][2]),
                           a['delta0/fd_dr'][idx], TOL))
   out.append(common.check(
-      'deliberate: psi at delta 0.5 = ours + the separate q_obs noise term',
+      'deliberate: structural noise on q(1 | X_obs, C) drawn once (reference: '
+      'a separate draw in nu_meq); psi at delta 0.5 = ours + that term',
       cat(lambda k: np.asarray(res['delta05', k][1], np.float64)
           + _noise_term(a, k)),
       cat(lambda k: a[f'delta05/fold{k}/psi']), 1e-4))
@@ -163,12 +164,17 @@ def checks() -> list[common.Check]:
                           np.concatenate(r3['theta']), theirs('g_theta'),
                           TOL))
   out.append(common.check(
-      'FD-R3 b-hat * zeta (Lemma 3), g on D3 z-scored by D3',
+      'deliberate: FD-R3 g(x, C) on D3 z-scored by D2, where g was fitted '
+      "(reference: by D3's own statistics); b-hat * zeta (Lemma 3) matches "
+      "under the reference's z-scoring",
       np.concatenate(r3['target']), theirs('target'), TOL))
-  out.append(common.check('FD-R3 final stage per (D1, D2) order',
-                          np.concatenate(r3['pred']), theirs('pred'), TOL))
-  out.append(common.check('FD-R3 tau(C), averaged over the swap', tau_r3,
-                          a['fd_r3'], TOL))
+  out.append(common.check(
+      'deliberate: FD-R3 tau = b-hat * E[zeta | C] (eq. 35; reference: '
+      "E[b-hat * zeta | C]); the final stage matches in the reference's "
+      'order', np.concatenate(r3['pred']), theirs('pred'), TOL))
+  out.append(common.check(
+      "FD-R3 tau(C) averaged over the D1 / D2 swap, in the reference's "
+      'conventions', tau_r3, a['fd_r3'], TOL))
   return out
 
 
