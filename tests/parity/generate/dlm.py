@@ -97,18 +97,14 @@ def make(sampler, eta=0.0, t_on=0.0, t_off=0.0, alpha_on=0.0):
 
 # -- the exact law of one step, through the reference's own code ---------------------
 _ORIG_CAT = diffusion._sample_categorical
-_mode = {'force': None, 'q': None, 'gen': None}
+_mode = {'force': None, 'q': None}
 
 
 def _categorical(q):
   _mode['q'] = q.detach().to(torch.float64).clone()
   if _mode['force'] is not None:
     return torch.full(q.shape[:-1], _mode['force'], dtype=torch.long)
-  # Real draws (trajectories): the reference's Gumbel trick, seeded.
-  q = q.to(torch.float64)
-  g = 1e-10 - (torch.rand(q.shape, generator=_mode['gen'], dtype=torch.float64)
-               + 1e-10).log()
-  return (q / g).argmax(dim=-1)
+  return _ORIG_CAT(q)   # real draws (trajectories), torch's global seed
 
 
 diffusion._sample_categorical = _categorical
@@ -174,7 +170,7 @@ def trajectory(d, eps, seed):
     return _STEP(d, x, t, dt, p_x0=p_x0, conf=conf)
 
   d._ddpm_caching_update = update
-  _mode['gen'] = torch.Generator().manual_seed(seed)
+  torch.manual_seed(seed)
   out = diffusion.Diffusion._sample(d, num_steps=K, eps=eps)
   return ({k: np.asarray(v) for k, v in rec.items()}, out.numpy())
 
@@ -223,4 +219,4 @@ _common.write(
            'removed by the reference SUBS parameterisation). conf is passed '
            'in float32 (_sample keeps it in bfloat16, diffusion.py:864). '
            'Trajectories use eps = 0 so the grid is t_k = 1 - k/K; the states '
-           'come from seeded Gumbel draws of the same weights.'))
+           "come from the reference's own draws (torch.manual_seed)."))
