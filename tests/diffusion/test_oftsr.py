@@ -77,7 +77,8 @@ def _fields(theta, teach, xp):
 
 
 def _np_losses(theta, theta_sg, teach, x0, t, s, t_min, r):
-  """An independent numpy transcription of distill_fm.py (v_boot). Stopped
+  """An independent numpy implementation of the paper's distillation losses
+  (v_boot; the released repository has no distillation code). Stopped
   gradients are evaluated at theta_sg, so finite differences in theta give
   the gradient the method prescribes."""
   st, te = _fields(theta, teach, np)
