@@ -40,12 +40,29 @@ The head is a mixture of M Gaussians per target (AR-nanoTabPFN's
 linspace(-1, 1), sigma = min(softplus(s + b), sigma_max) + sigma_min with b
 = softplus^{-1}(1 / (M - 1)), log-weights log_softmax(w).
 
-The backbone is the project's `iclrjax/lm` decoder (pre-LN, GELU MLP) with
-no positions (`positions='none'`: roles come from the marker embeddings) and
-`readout='none'`. The reference's TabPFN two-stage attention collapses the
-feature axis to one token per row (it averages per-feature embeddings), so
-one row-attention stack is the same model; x of several features gets one
-Dense embedding here (the reference averages a shared per-feature one).
+The backbone is the project's `iclrjax/lm` decoder (pre-LN, no biases,
+tanh-GELU MLP) with no positions (`positions='none'`: roles come from the
+marker embeddings) and `readout='none'`. The reference's TabPFN two-stage
+layer (`model.py` L79-126) is post-LN with biases, and with one token per
+row (it averages per-feature x embeddings) its feature attention is a
+softmax over one key, a linear residual sublayer; one row-attention stack
+stands in for it (weights are trained here, not loaded). x of several
+features gets one Dense embedding here (the reference averages a shared
+per-feature one).
+
+Deliberate differences from the release (conorhassan/AR-nanoTabPFN at
+359bfce; `tests/parity/test_arbuffer.py` asserts both):
+
+* The sampler's buffer positions. AR-nanoTabPFN's `sample_sequence`
+  (`ar_tabpfn/model/inference.py` L359-364, L304) embeds the sampled point
+  t - 1 with `ar_tokens[t % K]`, while its teacher-forced joint density
+  (L439-440) and training (`model.py` L349) give buffer point i
+  `ar_tokens[i % K]`. Here the sampler uses position t - 1 too
+  (`decode_tokens`), so `sample` draws from the joint that `joint_logpdf`
+  scores (`decode_logpdf` == `joint_logpdf`).
+* The head's GELU is the tanh approximation (flax's default; the
+  reference's `nn.GELU()`, `model.py` L174, is exact erf): with the same
+  weights the mixture moves by ~1e-4.
 """
 
 from __future__ import annotations
@@ -347,6 +364,27 @@ def marginal_logpdf(params, cfg: Config, xc, yc, xt, yt, context_valid=None
   return mixture_logpdf(head(params, cfg, z), yt)
 
 
+def decode_mask(num_new: int) -> jax.Array:
+  """[n, n] over the new tokens of a cached decode step, [b_{t-1}, t_t]
+  (n = 2) or [t_0] (n = 1); the cached keys (context, earlier buffer) are
+  visible to all: a buffer token sees itself and the new buffer tokens
+  before it, the target (last) every new buffer token, never itself
+  (AR-nanoTabPFN's `_create_decode_mask`)."""
+  q = jnp.arange(num_new)[:, None]
+  k = jnp.arange(num_new)[None]
+  return jnp.where(q == num_new - 1, k < q, k <= q)
+
+
+def decode_tokens(params, cfg: Config, x_prev, y_prev, x_t, t) -> jax.Array:
+  """The tokens [b_{t-1}, t_t] [B, 2, D] that decode step t >= 1 runs:
+  b_{t-1} = (x_{t-1}, y_{t-1}) at buffer position t - 1 (mod K), the
+  position training and the teacher-forced joint density give it
+  (AR-nanoTabPFN's sampler gives it position t: module doc)."""
+  return jnp.concatenate([
+      embed_buffer(params, cfg, x_prev, y_prev, t - 1)[:, None],
+      embed_target(params, cfg, x_t)[:, None]], 1)
+
+
 def _decode(params, cfg: Config, cache, xt, y_fn, key):
   """Sequential cached decode over the targets: step 0 runs t_0 alone (no
   buffer yet); step t >= 1 runs [b_{t-1}, t_t] and keeps b_{t-1}.
@@ -356,19 +394,16 @@ def _decode(params, cfg: Config, cache, xt, y_fn, key):
   model = lm_model.Model(cfg.backbone)
   nt = xt.shape[1]
   keys = jax.random.split(key, nt)
-  z, cache = model.extend(params['backbone'], cache, None,
-                          jnp.zeros((1, 1), bool),
+  z, cache = model.extend(params['backbone'], cache, None, decode_mask(1),
                           embeds_BxLxD=embed_target(params, cfg, xt[:, :1]),
                           commit=0)
   mix = head(params, cfg, z[:, 0])
   y0 = y_fn(keys[0], mix, 0)
-  pair = jnp.array([[True, False], [True, False]])   # t_t sees b_{t-1}
+  pair = decode_mask(2)                              # t_t sees b_{t-1}
 
   def step(carry, t):
     cache, y_prev = carry
-    e = jnp.concatenate([
-        embed_buffer(params, cfg, xt[:, t - 1], y_prev, t - 1)[:, None],
-        embed_target(params, cfg, xt[:, t])[:, None]], 1)
+    e = decode_tokens(params, cfg, xt[:, t - 1], y_prev, xt[:, t], t)
     z, cache = model.extend(params['backbone'], cache, None, pair,
                             embeds_BxLxD=e, commit=1)
     mix = head(params, cfg, z[:, 1])

@@ -1,6 +1,7 @@
-"""np/arbuffer.py: the buffer's masks against the reference code, one-pass
-joint density == sequential cached decode, set invariance, samplers, the
-mixture head and the GP oracle against closed forms."""
+"""np/arbuffer.py: the buffer's masks (against the release in
+tests/parity/test_arbuffer.py), one-pass joint density == sequential cached
+decode, set invariance, samplers, the mixture head and the GP oracle against
+closed forms."""
 
 import jax
 import jax.numpy as jnp
@@ -23,43 +24,31 @@ def setup():
   return params, x[:, :NC], y[:, :NC], x[:, NC:], y[:, NC:], ls, noise
 
 
-def _ref_row_mask(nc, nb, nt, chunks):
-  """AR-nanoTabPFN `create_row_mask`'s mask_mods, transcribed."""
-  n = nc + nb + nt
-  m = np.zeros((n, n), bool)
-  for q in range(n):
-    for k in range(n):
-      prefix = k < nc
-      local = q < nc + nb and k < nc + nb and q >= k
-      t_off, b_off = q - nc - nb, k - nc
-      chunk = (q >= nc + nb and nc <= k < nc + nb and t_off < chunks * nb
-               and b_off <= t_off % nb)
-      m[q, k] = prefix or local or chunk
-  return m
-
-
-def _ref_teacher_forcing_mask(nc, nt):
-  """`_create_teacher_forcing_mask`'s mask_mod over [cache | 2 nt]."""
-  m = np.zeros((2 * nt, nc + 2 * nt), bool)
-  for q in range(2 * nt):
-    for k in range(nc + 2 * nt):
-      ctx = k < nc
-      kb = nc <= k < nc + nt
-      m[q, k] = ctx or (q < nt and kb and k - nc <= q) or (
-          q >= nt and kb and k - nc < q - nt)
-  return m
-
-
 @pytest.mark.parametrize('nc,nb,nt', [(5, 4, 16), (3, 2, 9), (6, 8, 16)])
-def test_training_mask_is_the_reference_row_mask(nc, nb, nt):
-  np.testing.assert_array_equal(ab.training_mask(nc, nb, nt),
-                                _ref_row_mask(nc, nb, nt, nt // (2 * nb)))
+def test_training_mask_structure(nc, nb, nt):
+  """Against the release: tests/parity/test_arbuffer.py (fixture)."""
+  m = np.asarray(ab.training_mask(nc, nb, nt))
+  assert m[:, :nc].all()                           # everyone sees the context
+  assert not m[:, nc + nb:].any()                  # nobody sees a target
+  assert not m[:nc, nc:].any()                     # the context is a set
+  np.testing.assert_array_equal(m[nc:nc + nb, nc:nc + nb],
+                                np.tril(np.ones((nb, nb), bool)))
+  seen = m[nc + nb:, nc:nc + nb].sum(1)            # buffer keys per target
+  n_ar = (nt // (2 * nb)) * nb
+  np.testing.assert_array_equal(seen[:n_ar], np.arange(n_ar) % nb + 1)
+  assert not seen[n_ar:].any()
 
 
-def test_teacher_forcing_mask_is_the_reference_mask():
-  ref = _ref_teacher_forcing_mask(4, 6)
-  assert ref[:, :4].all()
-  np.testing.assert_array_equal(ab.teacher_forcing_mask(6), ref[:, 4:])
+def test_teacher_forcing_and_decode_masks():
+  n = 6
+  m = np.asarray(ab.teacher_forcing_mask(n))
+  np.testing.assert_array_equal(m[:n, :n], np.tril(np.ones((n, n), bool)))
+  np.testing.assert_array_equal(m[n:, :n],
+                                np.tril(np.ones((n, n), bool), k=-1))
+  assert not m[:, n:].any()
+  np.testing.assert_array_equal(ab.decode_mask(2), [[True, False],
+                                                    [True, False]])
+  np.testing.assert_array_equal(ab.decode_mask(1), [[False]])
 
 
 def test_one_pass_joint_density_equals_sequential_cached_decode(setup):
