@@ -31,12 +31,12 @@ The search (`foresight_search`) is the reference's phi-decoding-style loop
 fixed segment layout: per reasoning step every beam samples `num_rollout`
 step candidates, low-sigma width pruning keeps those with log-prob > mean -
 sigma std (at least `step_beams`), the kept ones are completed to the end
-(foresight), advantage = log p(step + foresight) - the parent's value, each
-step segment is scored and refined, and the fused advantage adv + lambda_TG
-F_global (F_global of the parent chain plus the new segment) picks the next
-beams by softmax(./0.3) sampling without replacement. After the last step up
-to `m_max` global rounds refine the worst segment of the best chain while
-F_global < tau_global.
+(foresight), advantage = the value log p(step + foresight) (`step_value`)
+- the parent's value, each step segment is scored and refined, and the
+fused advantage adv + lambda_TG F_global (F_global of the parent chain plus
+the new segment) picks the next beams by softmax(./0.3) sampling without
+replacement. After the last step up to `m_max` global rounds refine the
+worst segment of the best chain while F_global < tau_global.
 
 Where this departs from the reference (toy LM, no text):
   * refinement truncates 2 tokens before the argmin-score token and resamples
@@ -52,6 +52,28 @@ Where this departs from the reference (toy LM, no text):
     alone, and the answer is the final beam with the highest value +
     lambda_TG F_global (the reference generates a final response by another
     round of rollouts).
+
+The step value departs from the release's on purpose (rhq945/Token-Guard
+at 534e753, asserted in tests/parity/test_token_guard.py):
+  * by default it is the SUM of the token log-probs of step k and its
+    foresight; the release ranks by the per-token MEAN
+    (guard/generation_utils.py:111-118). `TokenGuardConfig.value_mean`
+    selects the mean (default False: the recorded runs sum);
+  * it spans step + foresight; the release's completed value spans the
+    foresight completion only (guard/beam_search.py:342-351, the step's
+    tokens were in the prompt of that call), which the fixed layout leaves
+    empty at the last step;
+  * it is the model's own log p (T 1, no truncation); the release averages
+    HF `compute_transition_scores` of `output_scores`, the log p under the
+    warped sampler (T 0.7, top-k 50, top-p 0.95;
+    guard/generation_utils.py:59-72, 92-95);
+  * width pruning ranks by the step's own log p; the release by its
+    first-stage rollout's mean, which runs past the step (the stop strings
+    only trim the text, guard/generation_utils.py:103-107), and when fewer
+    than `step_beams` pass the low-sigma cut it samples the rest by
+    softmax(logp / 0.3) (guard/beam_search.py:285-302) where ours keeps the
+    top `step_beams`; the release's early stopping (beam_search.py:558-609)
+    is not done.
 
 Forward passes are counted as token positions the model evaluates beyond
 the shared prompt prefill (a KV-cached implementation's cost): one per
@@ -101,6 +123,9 @@ class TokenGuardConfig:
   select_temperature: float = 0.3   # generation_utils.TEMPERATURE
   max_passes: float = 0.0       # a search's forward-pass budget (0: none)
   use_scorer: bool = True       # False: phi-decoding (no scores, no refining)
+  # The step value per token (the release, generation_utils.py:111-118)
+  # instead of summed (ours; see `step_value`).
+  value_mean: bool = struct.field(pytree_node=False, default=False)
   m_max: int = struct.field(pytree_node=False, default=2)   # global rounds
   max_retries: int = struct.field(pytree_node=False, default=3)
   cutoff_back: int = struct.field(pytree_node=False, default=2)
@@ -265,14 +290,33 @@ class Scored(NamedTuple):
   logp_K: jax.Array
 
 
+def token_logp(logits_NxLxV: jax.Array, tokens_NxL: jax.Array) -> jax.Array:
+  """Per-token log p(x_i | x_<i) [N, L] from teacher-forced logits (0 at
+  i = 0)."""
+  logp = jax.nn.log_softmax(logits_NxLxV[:, :-1].astype(jnp.float32), -1)
+  tok = jnp.take_along_axis(logp, tokens_NxL[:, 1:, None], -1)[..., 0]
+  return jnp.pad(tok, ((0, 0), (1, 0)))
+
+
 def forward(model: lm_model.Model, params, tokens_NxL: jax.Array):
   """One teacher-forced pass: per-token log p(x_i | x_<i) [N, L] (0 at i=0),
   the second-to-last layer [N, L, D] and the input embeddings [N, L, D]."""
   logits, hidden = model.apply(params, tokens_NxL, return_hidden=True)
-  logp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), -1)
-  tok = jnp.take_along_axis(logp, tokens_NxL[:, 1:, None], -1)[..., 0]
-  tok = jnp.pad(tok, ((0, 0), (1, 0)))
-  return tok, hidden[-2].astype(jnp.float32), hidden[0].astype(jnp.float32)
+  return (token_logp(logits, tokens_NxL), hidden[-2].astype(jnp.float32),
+          hidden[0].astype(jnp.float32))
+
+
+def step_value(logp_NxK: jax.Array, k, seg_len: int,
+               mean: bool = False) -> jax.Array:
+  """phi-decoding's value of the candidates at step k (maybe traced) [N]:
+  the log-probability of step k and its foresight (segments k .. K-1 of
+  `seg_len` tokens; `logp_NxK` holds each segment's summed token
+  log-probs), summed (default), or with `mean` per token as the release
+  ranks candidates (guard/generation_utils.py:111-118, which divides by
+  n + 1e-8). The advantage is this minus the parent's value."""
+  on = jnp.arange(logp_NxK.shape[-1]) >= k
+  v = jnp.where(on, logp_NxK, 0.0).sum(-1)
+  return v / (on.sum() * seg_len) if mean else v
 
 
 def score_rows(model, params, tokens_NxL, layout: Layout,
@@ -436,7 +480,7 @@ def foresight_search(model: lm_model.Model, params, prompt_P: jax.Array,
                 top_p=cfg.rollout_top_p)                     # foresight
     passes += keep.sum() * (L - hi)
     sc = score_rows(model, params, rows, layout, cv, cfg)
-    value = (sc.logp_K * (jnp.arange(K) >= k)).sum(-1)
+    value = step_value(sc.logp_K, k, S, cfg.value_mean)
     adv = value - values[parent]
     seg = _where_k(jnp.arange(K) < k, _take(arts, parent), sc.seg)
     use = cfg.use_scorer

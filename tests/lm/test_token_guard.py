@@ -191,6 +191,21 @@ def test_auroc_matches_sklearn_with_ties():
   assert math.isnan(tg.auroc(np.arange(4.), np.ones(4)))
 
 
+def test_step_value_sum_default_and_mean_option():
+  """`step_value` sums segments k.. (the search's value before the option
+  existed, bit for bit); `mean=True` divides by their token count, the
+  release's per-token mean (guard/generation_utils.py:111-118)."""
+  logp = -jax.random.uniform(jax.random.PRNGKey(0), (5, 4), maxval=6.0)
+  for k in range(4):
+    old = (logp * (jnp.arange(4) >= k)).sum(-1)
+    np.testing.assert_array_equal(tg.step_value(logp, k, 3), old)
+    np.testing.assert_allclose(tg.step_value(logp, k, 3, mean=True),
+                               old / (3 * (4 - k)), rtol=1e-6)
+  traced = jax.jit(tg.step_value, static_argnums=(2, 3))(logp, 2, 3, True)
+  np.testing.assert_allclose(traced, logp[:, 2:].sum(-1) / 6, rtol=1e-6)
+  assert not tg.TokenGuardConfig().value_mean        # recorded runs sum
+
+
 # -- the search on a tiny random LM -----------------------------------------
 
 @pytest.fixture(scope='module')
