@@ -41,14 +41,17 @@ branch. Branch dropout in FM training: with probability p per example one
 branch is dropped and the others rescaled by B / (B - 1).
 
 Stage 2, GAN fine-tuning of the unrolled N-step generator (N = 1, 2):
-multi-period (HiFi-GAN; periods 2, 3, 5) and multi-resolution (Vocos;
-magnitude STFTs) discriminators with hinge losses,
+multi-period (HiFi-GAN; periods 2, 3, 5 here, the reference's default
+2, 3, 5, 7, 11) and multi-resolution (Vocos/DAC: complex STFT of the
+mean-removed, peak-normalised clip in 5 frequency bands) discriminators with
+hinge losses,
 
   L_D = 1.0 L_D^MP + 0.1 L_D^MR,  L_D^k = sum_j mean(relu(1 - D_j(y)))
                                           + mean(relu(1 + D_j(yhat)))   (GAN-1)
   L_G = 1.0 adv_MP + 0.1 adv_MR + 1.0 FM_MP + 0.1 FM_MR + 45 mel,
   adv = sum_j mean(relu(1 - D_j(yhat))),
-  FM = sum_j sum_l mean|f_jl(y) - f_jl(yhat)|,
+  FM = sum_j sum_l mean|f_jl(y) - f_jl(yhat)| (l: every conv output but
+       the first, of each band for MR, and the output conv's),
   mel = sum_s mean|log mel_s(y) - log mel_s(yhat)| (n_fft_s, hop n_fft_s / 4).
                                                                          (GAN-2)
 The generator is updated only after `disc_warmup` discriminator steps, and
@@ -60,6 +63,22 @@ the algorithm is unchanged. Data: synthetic clips drawn inside the step
 [num_clips, N] passed to the step as `data` (e.g. LibriTTS segments,
 `audio.wav_clips`). The experiment (variants, runner, claims, plots) is
 `experiments/flow2gan.py`.
+
+Deliberate differences from the reference (k2-fsa/Flow2GAN at ec5b85d;
+tests/parity/test_flow2gan.py compares the losses, discriminators, sampler
+and spectrograms):
+* A branch's iSTFT returns all N samples (torch.istft with length=N); the
+  reference's iSTFT stops at hop (F - 1) samples and zero-fills the last
+  N mod hop (models/modules.py:105-116, 716-720).
+* Each GAN step updates D, then G on the same batch and the same yhat; the
+  reference alternates D-only and G-only batches, sampling yhat afresh in
+  each (bin/finetune.py:604-626, models/gan.py:109-143).
+* The mel-condition noise (0.2 here) follows models/generator.py:342-345,
+  whose released configs set it to 0 (models/config.py:61, 94).
+* BiasNorm adds 1e-8 under the root, and neither its log-scale nor the
+  residual ChannelScale is range-limited (the reference's gradient-sign
+  `limit_param_value`, models/modules.py:236-283); AdamW instead of
+  ScaledAdam.
 """
 
 from __future__ import annotations
@@ -393,8 +412,10 @@ def _lrelu(x):
 
 
 class PeriodDiscriminator(nn.Module):
-  """HiFi-GAN DiscriminatorP: [B, N] -> reshaped [B, N/p, p, 1] -> Conv2d
-  stack (kernel (5, 1), stride (3, 1)) -> post conv (3, 1)."""
+  """HiFi-GAN DiscriminatorP: [B, N] -> reflect-padded to a multiple of p,
+  reshaped [B, N/p, p, 1] -> Conv2d stack (kernel (5, 1), stride (3, 1), the
+  last stride 1) -> post conv (3, 1). Feature maps: every conv output but the
+  first, and the post conv's (the reference's discriminators.py:92-103)."""
 
   period: int
   channels: Sequence[int] = (8, 16, 32, 32)
@@ -411,35 +432,60 @@ class PeriodDiscriminator(nn.Module):
       stride = (3, 1) if i < len(self.channels) - 1 else (1, 1)
       h = _lrelu(nn.Conv(ch, (5, 1), strides=stride, padding=((2, 2), (0, 0)),
                          name=f'conv{i}')(h))
-      fmaps.append(h)
+      if i > 0:
+        fmaps.append(h)
     h = nn.Conv(1, (3, 1), padding=((1, 1), (0, 0)), name='post')(h)
     fmaps.append(h)
     return h.reshape(b, -1), fmaps
 
 
+MRD_BANDS = ((0.0, 0.1), (0.1, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0))
+
+
+def mrd_input(y: jax.Array, n_fft: int,
+              bands: Sequence[tuple[float, float]] = MRD_BANDS
+              ) -> list[jax.Array]:
+  """The multi-resolution discriminator's input (Vocos' DAC-style
+  DiscriminatorR, the reference's discriminators.py:186-196): y [B, N] with
+  its mean removed and peak-normalised to 0.8 (by max|y| + 1e-9), its
+  complex STFT (hop n_fft / 4) as [B, frames, bins, 2] (real, imaginary),
+  cut into the bins [int(lo K), int(hi K)) of each band, K = n_fft // 2 + 1."""
+  y = y - jnp.mean(y, -1, keepdims=True)
+  y = 0.8 * y / (jnp.max(jnp.abs(y), -1, keepdims=True) + 1e-9)
+  s = audio.stft(y, n_fft, n_fft // 4)
+  x = jnp.stack([jnp.real(s), jnp.imag(s)], -1)
+  k = n_fft // 2 + 1
+  return [x[..., int(lo * k):int(hi * k), :] for lo, hi in bands]
+
+
 class ResolutionDiscriminator(nn.Module):
-  """Vocos/UnivNet DiscriminatorR: magnitude STFT [B, frames, bins, 1] ->
-  Conv2d (3, 9) stack (frequency stride 2) -> Conv2d (3, 3) -> post (3, 3)."""
+  """Vocos/DAC DiscriminatorR: per band of `mrd_input`, Conv2d (3, 9) ->
+  `num_strided` Conv2d (3, 9) with frequency stride 2 -> Conv2d (3, 3)
+  (leaky ReLU 0.1 after each); the bands' outputs concatenated along
+  frequency -> post Conv2d (3, 3). Feature maps: every conv output of each
+  band but its first, then the post conv's (discriminators.py:198-219)."""
 
   n_fft: int
   channels: int = 8
   num_strided: int = 3
+  bands: Sequence[tuple[float, float]] = MRD_BANDS
 
   @nn.compact
   def __call__(self, y):
-    h = audio.magnitude_spectrogram(y, self.n_fft, self.n_fft // 4, 1e-9)
-    h = h[..., None]
-    fmaps = []
-    h = _lrelu(nn.Conv(self.channels, (3, 9), padding='SAME', name='conv0')(h))
-    fmaps.append(h)
-    for i in range(self.num_strided):
-      h = _lrelu(nn.Conv(self.channels, (3, 9), strides=(1, 2),
-                         padding='SAME', name=f'conv{i + 1}')(h))
+    def conv(name, kernel, stride=(1, 1), features=self.channels):
+      pad = tuple((k // 2, k // 2) for k in kernel)  # torch's padding (1, 4)
+      return nn.Conv(features, kernel, strides=stride, padding=pad, name=name)
+
+    fmaps, outs = [], []
+    for j, h in enumerate(mrd_input(y, self.n_fft, self.bands)):
+      h = _lrelu(conv(f'band{j}_conv0', (3, 9))(h))
+      for i in range(self.num_strided):
+        h = _lrelu(conv(f'band{j}_conv{i + 1}', (3, 9), (1, 2))(h))
+        fmaps.append(h)
+      h = _lrelu(conv(f'band{j}_conv_last', (3, 3))(h))
       fmaps.append(h)
-    h = _lrelu(nn.Conv(self.channels, (3, 3), padding='SAME',
-                       name='conv_last')(h))
-    fmaps.append(h)
-    h = nn.Conv(1, (3, 3), padding='SAME', name='post')(h)
+      outs.append(h)
+    h = conv('post', (3, 3), features=1)(jnp.concatenate(outs, -2))
     fmaps.append(h)
     return h.reshape(h.shape[0], -1), fmaps
 
@@ -718,10 +764,10 @@ def make_evaluator(model: Generator, c, num_steps: int, pred_x1: bool,
 
 __all__: Sequence[str] = [
     'BiasNorm', 'Branch', 'CondEncoder', 'ConvNeXtBlock', 'Discriminators',
-    'FMState', 'GANState', 'Generator', 'PeriodDiscriminator',
+    'FMState', 'GANState', 'Generator', 'MRD_BANDS', 'PeriodDiscriminator',
     'ResolutionDiscriminator', 'branch_dropout_weights', 'clip_metrics',
     'condition', 'endpoint_velocity', 'euler_sample', 'feature_matching_loss',
     'fm_loss', 'generate', 'hinge_d_loss', 'hinge_g_loss', 'make_evaluator',
     'make_fm_trainer', 'make_gan_trainer', 'make_generator', 'match_channels',
-    'multiscale_mel_loss', 'param_count', 'spectral_scaled_loss', 'test_set',
-    'upsample_cond']
+    'mrd_input', 'multiscale_mel_loss', 'param_count', 'spectral_scaled_loss',
+    'test_set', 'upsample_cond']

@@ -169,6 +169,31 @@ def test_lsd_gap_rms_mrstft():
                                              jnp.asarray(t))) > 0.05)
 
 
+def test_short_window_and_mrstft_floor():
+  # A window shorter than n_fft sits centred (torch.stft); the MR-STFT
+  # magnitude is sqrt(max(|X|^2, 1e-8)) (auraloss).
+  w = audio.padded_window(10, 5)
+  np.testing.assert_array_equal(w[:2], 0.0)
+  np.testing.assert_array_equal(w[7:], 0.0)
+  np.testing.assert_allclose(w[2:7], audio.hann_window(5))
+  x = np.random.default_rng(4).normal(size=(1, 300)).astype(np.float32)
+  ref = np.array([np.fft.rfft(f * w) for f in np.asarray(
+      audio.frames(jnp.asarray(x), 10, 4))[0]])
+  np.testing.assert_allclose(audio.stft(jnp.asarray(x), 10, 4, 5)[0], ref,
+                             atol=1e-5)
+  # Silent target: every bin at the floor 1e-4; a prediction of one bin's
+  # worth of energy above it counts through log(|X| / 1e-4).
+  zero = jnp.zeros((1, 256))
+  np.testing.assert_allclose(audio.mrstft_loss(zero, zero), 0.0, atol=1e-7)
+  p = np.abs(np.asarray(audio.stft(jnp.asarray(x[:, :256]), 64, 16)))
+  mag = np.sqrt(np.maximum(p ** 2, 1e-8))
+  sc = np.linalg.norm(1e-4 - mag) / np.linalg.norm(np.full_like(mag, 1e-4))
+  want = sc + np.mean(np.abs(np.log(1e-4) - np.log(mag)))
+  np.testing.assert_allclose(
+      audio.mrstft_loss(jnp.asarray(x[:, :256]), zero, ((64, 16),)), [want],
+      rtol=1e-5)
+
+
 def test_magnitude_gradients_finite_at_exact_silence():
   # A zero-power bin must not give an infinite sqrt' (it turned the clipped
   # GAN gradient into NaN); values are unchanged above 1e-12 in magnitude.

@@ -195,10 +195,28 @@ def test_generator_shapes_branch_average_and_discriminators(smoke_cfg):
   dp = disc.init(jax.random.key(2), x)
   outs = jax.jit(disc.apply)(dp, x)
   assert len(outs['mp']) == 2 and len(outs['mr']) == 2
+  # Feature maps leave out each stack's first conv (the reference's
+  # discriminators.py:95 and :206; tests/parity/test_flow2gan.py compares).
   for score, fmaps in outs['mp']:
-    assert score.shape[0] == 2 and len(fmaps) == 3  # 2 convs + post
+    assert score.shape[0] == 2 and len(fmaps) == 2  # 2nd conv + post
   for score, fmaps in outs['mr']:
-    assert score.shape[0] == 2 and len(fmaps) == 6  # 1 + 3 strided + 1 + post
+    # 5 bands x (3 strided + last) + post.
+    assert score.shape[0] == 2 and len(fmaps) == 21
+
+
+def test_mrd_input_normalises_and_splits_bands():
+  # DC removed, peak 0.8, complex STFT (hop n_fft / 4) cut at int(f K),
+  # K = 33 bins for n_fft 64 (the reference's discriminators.py:166-196).
+  t = np.arange(512) / 8000.0
+  y = jnp.asarray(np.stack([3.0 + np.sin(2 * np.pi * 440 * t),
+                            0.01 * np.cos(2 * np.pi * 1000 * t)]), jnp.float32)
+  bands = f2g.mrd_input(y, 64)
+  assert [b.shape[-2] for b in bands] == [3, 5, 8, 8, 9]
+  z = y - y.mean(-1, keepdims=True)
+  z = 0.8 * z / (jnp.abs(z).max(-1, keepdims=True) + 1e-9)
+  s = audio.stft(z, 64, 16)
+  np.testing.assert_allclose(jnp.concatenate(bands, -2),
+                             jnp.stack([s.real, s.imag], -1), atol=1e-6)
 
 
 def test_multi_and_single_branch_parameter_counts_match():
