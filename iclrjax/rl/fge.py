@@ -26,17 +26,23 @@ with empty buffers' mass moved to the next term exactly as the code does
      p_mix(f, theta) = alpha p*(f|theta) p_Df(theta)
                        + (1 - alpha) p^pi(f|theta) rho(theta)
    (positives from D_f, on-policy labels from the policy's own rollouts),
-   once D_f is non-empty;
+   once D_f is non-empty; labels smoothed to 1 - s / s as the release does.
+   The release draws min(|D_f|, 512) of its 1024 examples from D_f and
+   weighs all alike (`buf_custom.py:867-909`, the default its own comment
+   calls incorrect), so its alpha grows to 1/2; here alpha is the config's
+   and weighs the two halves (deliberate);
 4. the policy-safety classifier P_pi(safe | obs0) is fit on the on-policy
    buffer;
 5. explore (`buf_custom.py:407-570`): `explore_candidates` candidates, up to
    `collide_candidates` from the collide buffer, up to `prioq_candidates`
-   from the priority queue (its top entries) and the rest from rho; each
-   costs its log-density, or a large constant if q_psi >= threshold, or a
-   smaller one if unsafe at t = 0; the argmin (the most novel candidate not
-   predicted feasible) enters B_explore. The queue's candidates and the pick
-   enter the priority queue with their cost as priority; it keeps its
-   highest-priority entries (`prio_q.py:48-63`, the release's ordering);
+   from the priority queue (its top entries) and the rest from rho, in
+   that order (argmin ties go to the first); each costs its log-density,
+   or a large constant if q_psi >= threshold, or a smaller one if unsafe at
+   t = 0; the argmin (the most novel candidate not predicted feasible)
+   enters B_explore (`explore_candidates`, `explore_costs`,
+   `explore_pick`). The queue's candidates and the pick enter the priority
+   queue with their cost as priority; it keeps its highest-priority entries
+   (`prio_q.py:48-63`, the release's ordering);
 6. rehearse: from candidates drawn from D_f push argmin P_pi(safe) into
    B_rehearse (the best response over known-feasible theta; training on the
    history of best responses is the paper's FTRL scheme);
@@ -158,8 +164,10 @@ def mixture_probs(p_base, p_explore, p_predci, n_explore, n_rehearse,
 # -- pieces -------------------------------------------------------------------------
 def bce(logits: jax.Array, labels: jax.Array, weights: jax.Array,
         smoothing: float) -> jax.Array:
-  """Weighted BCE with labels smoothed towards 1/2 by `smoothing`."""
-  y = labels * (1.0 - smoothing) + 0.5 * smoothing
+  """Weighted BCE with the release's label smoothing: positives target
+  1 - s, negatives s (`src/fge/core/common/update_fn.py:119-120`; the
+  optax-style y (1 - s) + s / 2 would halve the configured 0.05)."""
+  y = labels * (1.0 - smoothing) + (1.0 - labels) * smoothing
   loss = optax.sigmoid_binary_cross_entropy(logits, y)
   return jnp.sum(loss * weights) / jnp.maximum(jnp.sum(weights), 1e-8)
 
@@ -230,7 +238,9 @@ class SplineFlow:
 
 class PriorityQueue(NamedTuple):
   """Past explore candidates with a priority each (`fge/core/bits/prio_q.py`):
-  a row re-added replaces its priority; the highest `capacity` are kept."""
+  a row re-added replaces its priority; the highest `capacity` are kept,
+  in descending order. Among equal priorities the earlier row comes first
+  here; the release's np.argsort (not stable) leaves that order open."""
 
   theta: jax.Array      # [Q, d]
   priority: jax.Array   # [Q]
@@ -261,6 +271,62 @@ class PriorityQueue(NamedTuple):
     all_ok = jnp.concatenate([keep, mask])
     _, idx = jax.lax.top_k(jnp.where(all_ok, all_prio, -jnp.inf), q)
     return PriorityQueue(all_theta[idx], all_prio[idx], all_ok[idx])
+
+
+def explore_candidates(col_theta: jax.Array, col_ok: jax.Array,
+                       prioq: PriorityQueue, n_pq: int, rho_theta: jax.Array
+                       ) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """The explore candidates in the release's order (`buf_custom.py:407-458`):
+  collide-buffer rows, then the queue's top `n_pq`, then draws from rho,
+  of which only the first `len(rho) - taken` count. Returns (cand, ok,
+  from_buffer) over [n_col + n_pq + n_rho] rows; argmin ties go to the
+  first valid row, as there."""
+  n_rho = rho_theta.shape[0]
+  parts, oks = [], []
+  if col_theta.shape[0]:
+    parts.append(col_theta)
+    oks.append(col_ok)
+  if n_pq:
+    th_pq, ok_pq = prioq.top(n_pq)
+    parts.append(th_pq)
+    oks.append(ok_pq)
+  taken = sum((jnp.sum(o) for o in oks), jnp.zeros((), jnp.int32))
+  ok_rho = jnp.arange(n_rho) < n_rho - taken
+  cand = jnp.concatenate(parts + [rho_theta])
+  ok = jnp.concatenate(oks + [ok_rho])
+  from_buf = jnp.concatenate(
+      [jnp.ones((cand.shape[0] - n_rho,), bool), jnp.zeros((n_rho,), bool)])
+  return cand, ok, from_buf
+
+
+def explore_costs(log_density: jax.Array, q: jax.Array,
+                  failed_at_start: jax.Array, threshold: float,
+                  use_classifier: bool = True) -> jax.Array:
+  """Each candidate's cost (`buf_custom.py:524-532`): its log-density, the
+  large sentinel where q_psi >= threshold, the smaller one where the state
+  is already unsafe. A NaN log-density costs COST_UNSAFE_AT_START / 10 here;
+  the release's np.argmin would pick the NaN row (deliberate)."""
+  cost = jnp.where(jnp.isnan(log_density), COST_UNSAFE_AT_START / 10,
+                   log_density)
+  if use_classifier:
+    cost = jnp.where(q >= threshold, COST_PREDICTED_FEASIBLE, cost)
+  return jnp.where(failed_at_start, COST_UNSAFE_AT_START, cost)
+
+
+def explore_pick(cand: jax.Array, cost: jax.Array, ok: jax.Array,
+                 from_buf: jax.Array, prioq: PriorityQueue,
+                 use_queue: bool = True) -> tuple[jax.Array, PriorityQueue]:
+  """argmin of the valid costs, and the queue after its candidates and the
+  pick are (re-)entered with their cost as priority (`buf_custom.py:
+  545-570`). The release gives a picked buffer row a new reset id
+  (`if reset_idx_opt:`, line 552, is true for every id but 0, though its
+  comment says -1 only), so a picked queue row enters a second time beside its stale
+  copy; here a row is its theta and is updated in place (deliberate)."""
+  pick = jnp.argmin(jnp.where(ok, cost, jnp.inf))
+  if use_queue:
+    is_pick = jnp.arange(cand.shape[0]) == pick
+    prioq = prioq.add(cand, cost, (from_buf & ok) | is_pick)
+  return pick, prioq
 
 
 class Classifier(NamedTuple):
@@ -449,37 +515,22 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
     # candidates (without replacement, once any episode has ended) and the
     # queue's top entries take their slots from the rho candidates.
     th_rho = nominal(jax.random.split(k_cand, n_rho))
-    cand_parts, ok_parts = [th_rho], []
-    n_taken = jnp.zeros((), jnp.int32)
     if n_col:
       gumbel = jax.random.gumbel(k_col, alive.shape)
       _, ic = jax.lax.top_k(jnp.where(alive, gumbel, -jnp.inf), n_col)
-      ok_col = alive[ic] & (onpol_theta.size > 0)
-      cand_parts.append(collide.data[ic])
-      ok_parts.append(ok_col)
-      n_taken += jnp.sum(ok_col)
-    if n_pq:
-      th_pq, ok_pq = s.prioq.top(n_pq)
-      cand_parts.append(th_pq)
-      ok_parts.append(ok_pq)
-      n_taken += jnp.sum(ok_pq)
-    ok_rho = jnp.arange(n_rho) < n_rho - n_taken
-    cand = jnp.concatenate(cand_parts)
-    cand_ok = jnp.concatenate([ok_rho] + ok_parts)
-    cost = log_density(s, cand)
-    cost = jnp.where(jnp.isnan(cost), COST_UNSAFE_AT_START / 10, cost)
+      col_theta = collide.data[ic]
+      col_ok = alive[ic] & (onpol_theta.size > 0)
+    else:
+      col_theta, col_ok = jnp.zeros((0, d)), jnp.zeros((0,), bool)
+    cand, cand_ok, from_buf = explore_candidates(col_theta, col_ok, s.prioq,
+                                                 n_pq, th_rho)
     q = jax.nn.sigmoid(clf_logit(feas.params, cand))
-    if use_clf:
-      cost = jnp.where(q >= f.threshold, COST_PREDICTED_FEASIBLE, cost)
-    cost = jnp.where(jax.vmap(task.failed_at_start)(cand),
-                     COST_UNSAFE_AT_START, cost)
-    pick = jnp.argmin(jnp.where(cand_ok, cost, jnp.inf))
+    cost = explore_costs(log_density(s, cand), q,
+                         jax.vmap(task.failed_at_start)(cand), f.threshold,
+                         use_clf)
+    pick, prioq = explore_pick(cand, cost, cand_ok, from_buf, s.prioq,
+                               bool(n_col or n_pq))
     explore = s.explore.push(cand[pick][None], jnp.ones((1,), bool))
-    prioq = s.prioq
-    if n_col or n_pq:
-      from_buf = jnp.concatenate([jnp.zeros((n_rho,), bool)] + ok_parts)
-      is_pick = jnp.arange(cand.shape[0]) == pick
-      prioq = prioq.add(cand, cost, (from_buf & cand_ok) | is_pick)
     # 6. rehearse: the worst known-feasible theta under P_pi(safe).
     th_ci = certified.sample(k_ci, f.rehearse_candidates)
     psafe = jax.nn.sigmoid(clf_logit(polsafe.params, th_ci))

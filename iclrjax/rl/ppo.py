@@ -15,6 +15,15 @@ iterations, vmaps over seeds, and sweeps hyperparameters as a vmap axis:
 The learning-rate annealing horizon (`num_updates`) is a state entry too, so
 one compiled step serves every training budget.
 Discrete (categorical) and continuous (tanh-Gaussian) action spaces.
+
+`c.value_lims = (lo, hi)` (optional, default None: off, so recorded results
+stay valid) bounds the critic to lo + (hi - lo) sigmoid(v), the value head
+of the FGE release (`src/fge/core/common/ppo_nets.py:161-167`: (-0.1, 1.1)
+on its cost-to-go, i.e. (-1.1, 0.1) on the reward -1 at failure of
+`rl.reach`). Advantages are normalised per minibatch (eps 1e-8); the FGE
+release normalises once per rollout (eps 1e-5, `bits/ppo_core.py:268-269`),
+the same with one minibatch up to eps. Its value loss is the plain MSE under
+a separate optimiser; here it is vf_coef x 1/2 MSE in one joint loss.
 """
 
 from __future__ import annotations
@@ -56,6 +65,8 @@ def config_schema(prefix: str = 'ppo.') -> dict[str, cfg_lib.Spec]:
       'learning_rate': pos,
       'hidden': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1),
       'activation': cfg_lib.Choice(*networks.ACTIVATIONS),
+      'value_lims': cfg_lib.Seq(item=cfg_lib.Float(), min_len=2, max_len=2,
+                                required=False, nullable=True),
   }
   return {prefix + k: v for k, v in fields.items()}
 
@@ -91,6 +102,64 @@ def actor_critic(spec: envs_lib.EnvSpec, c: ml_collections.ConfigDict
       conv=tuple(tuple(x) for x in c.get('conv', networks.DEFAULT_CONV)))
 
 
+def squash_value(value: jax.Array, lims) -> jax.Array:
+  """The bounded critic head: lo + (hi - lo) sigmoid(value) for
+  `lims = (lo, hi)` (the FGE release's `ValueNet`); unchanged for None."""
+  if lims is None:
+    return value
+  lo, hi = lims
+  return lo + (hi - lo) * jax.nn.sigmoid(value)
+
+
+def apply_fn(net: networks.ActorCritic, c: ml_collections.ConfigDict):
+  """(params, obs) -> (policy output, value), `c.value_lims` applied."""
+  lims = c.get('value_lims', None)
+  lims = None if lims is None else tuple(float(x) for x in lims)
+
+  def apply(params, obs):
+    out, value = net.apply(params, obs)
+    return out, squash_value(value, lims)
+
+  return apply
+
+
+def log_prob_entropy(spec: envs_lib.EnvSpec, out, action):
+  """(log pi(a|s), entropy) of the network's policy output `out`."""
+  if spec.discrete:
+    return dist.categorical_log_prob(out, action), dist.categorical_entropy(
+        out)
+  mean, log_std = out
+  return (dist.tanh_gaussian_log_prob(action, mean, log_std),
+          dist.tanh_gaussian_entropy(action, log_std))
+
+
+def make_loss_fn(spec: envs_lib.EnvSpec, c: ml_collections.ConfigDict):
+  """loss(params, minibatch, hparams) -> (loss, info), the loss `make_ppo`
+  minimises on each minibatch ({obs, action, log_prob, adv, target}):
+  clipped surrogate + vf_coef x 1/2 MSE of the value - ent_coef x entropy."""
+  apply = apply_fn(actor_critic(spec, c), c)
+
+  def loss_fn(params, mb, hp):
+    out, value = apply(params, mb['obs'])
+    logp, entropy = log_prob_entropy(spec, out, mb['action'])
+    ratio = jnp.exp(logp - mb['log_prob'])
+    adv = mb['adv']
+    if c.normalize_adv:
+      adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    surrogate = jnp.minimum(
+        ratio * adv,
+        jnp.clip(ratio, 1.0 - hp['clip_eps'], 1.0 + hp['clip_eps']) * adv)
+    pg_loss = -surrogate.mean()
+    v_loss = 0.5 * jnp.mean((value - mb['target'])**2)
+    ent = entropy.mean()
+    loss = pg_loss + c.vf_coef * v_loss - hp['ent_coef'] * ent
+    return loss, {'loss/policy': pg_loss, 'loss/value': v_loss,
+                  'entropy': ent,
+                  'approx_kl': jnp.mean((ratio - 1.0) - jnp.log(ratio))}
+
+  return loss_fn
+
+
 def default_hparams(c: ml_collections.ConfigDict) -> dict[str, jax.Array]:
   return {k: jnp.asarray(c[k], jnp.float32) for k in SWEEPABLE}
 
@@ -106,6 +175,7 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
   """
   spec = env.spec
   net = actor_critic(spec, c)
+  apply = apply_fn(net, c)
   batch_size = c.num_envs * c.num_steps
 
   def make_tx(learning_rate):
@@ -122,7 +192,7 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
     return lo + (jnp.tanh(u) + 1.0) * 0.5 * (hi - lo)
 
   def policy(params, obs, key):
-    out, value = net.apply(params, obs)
+    out, value = apply(params, obs)
     if spec.discrete:
       a = dist.categorical_sample(key, out)
       return a, a, dist.categorical_log_prob(out, a), value, None
@@ -130,14 +200,6 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
     u = dist.tanh_gaussian_sample(key, mean, log_std)
     return (to_env_action(u), u, dist.tanh_gaussian_log_prob(u, mean, log_std),
             value, None)
-
-  def log_prob_entropy(out, action):
-    if spec.discrete:
-      return dist.categorical_log_prob(out, action), dist.categorical_entropy(
-          out)
-    mean, log_std = out
-    return (dist.tanh_gaussian_log_prob(action, mean, log_std),
-            dist.tanh_gaussian_entropy(action, log_std))
 
   def init(key: jax.Array, hparams: Mapping[str, jax.Array] | None = None
            ) -> PPOState:
@@ -153,23 +215,7 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
                     ro.EpisodeStats.create(c.num_envs, return_window), k_run,
                     hparams, jnp.int32(-1))
 
-  def loss_fn(params, mb, hp):
-    out, value = net.apply(params, mb['obs'])
-    logp, entropy = log_prob_entropy(out, mb['action'])
-    ratio = jnp.exp(logp - mb['log_prob'])
-    adv = mb['adv']
-    if c.normalize_adv:
-      adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    surrogate = jnp.minimum(
-        ratio * adv,
-        jnp.clip(ratio, 1.0 - hp['clip_eps'], 1.0 + hp['clip_eps']) * adv)
-    pg_loss = -surrogate.mean()
-    v_loss = 0.5 * jnp.mean((value - mb['target'])**2)
-    ent = entropy.mean()
-    loss = pg_loss + c.vf_coef * v_loss - hp['ent_coef'] * ent
-    return loss, {'loss/policy': pg_loss, 'loss/value': v_loss,
-                  'entropy': ent,
-                  'approx_kl': jnp.mean((ratio - 1.0) - jnp.log(ratio))}
+  loss_fn = make_loss_fn(spec, c)
 
   def step(state: PPOState, t: jax.Array):
     key, k_roll, k_upd = jax.random.split(state.key, 3)
@@ -180,7 +226,7 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
     if c.normalize_obs:
       # Stats for the next rollout, from all T x E observations of this one.
       norm = norm.update(batch.raw_obs)
-    _, next_value = net.apply(state.params, batch.final_obs)
+    _, next_value = apply(state.params, batch.final_obs)
     done = batch.terminated | batch.truncated
     adv, target = ro.gae(batch.reward, batch.value, next_value,
                          batch.terminated.astype(jnp.float32),

@@ -192,6 +192,43 @@ def test_priority_queue_keeps_the_highest_and_updates_rows():
       0.1)
 
 
+def test_bce_smooths_labels_to_one_minus_s_and_s():
+  """The release's smoothing (update_fn.py:119-120): the BCE is minimal at
+  sigmoid(logit) = 1 - s for positives and s for negatives."""
+  s = 0.05
+  z = jnp.array([np.log((1 - s) / s), np.log(s / (1 - s))], jnp.float32)
+  g = jax.grad(lambda z: fge.bce(z, jnp.array([1.0, 0.0]), jnp.ones(2), s))(z)
+  np.testing.assert_allclose(g, 0.0, atol=1e-6)
+
+
+def test_explore_candidates_in_the_release_order_and_ties_to_the_first():
+  """Collide rows, the queue's top, then rho (buf_custom.py:407-458); when
+  every candidate costs the same sentinel the first valid one is picked."""
+  q = fge.PriorityQueue.create(4, 1).add(
+      jnp.array([[7.0], [8.0]]), jnp.array([2.0, 1.0]), jnp.ones(2, bool))
+  col = jnp.array([[1.0], [2.0]])
+  rho = jnp.array([[3.0], [4.0], [5.0], [6.0]])
+  cand, ok, from_buf = fge.explore_candidates(
+      col, jnp.array([True, False]), q, 1, rho)
+  np.testing.assert_array_equal(cand[:, 0], [1, 2, 7, 3, 4, 5, 6])
+  np.testing.assert_array_equal(ok, [1, 0, 1, 1, 1, 0, 0])
+  np.testing.assert_array_equal(from_buf, [1, 1, 1, 0, 0, 0, 0])
+  cost = fge.explore_costs(jnp.zeros(7), jnp.ones(7), jnp.zeros(7, bool),
+                           0.4)
+  assert np.all(np.asarray(cost) == np.float32(fge.COST_PREDICTED_FEASIBLE))
+  pick, q2 = fge.explore_pick(cand, cost, ok, from_buf, q)
+  assert int(pick) == 0
+  # Unsafe at t = 0 costs less than predicted feasible.
+  cost = fge.explore_costs(jnp.zeros(7), jnp.ones(7),
+                           jnp.arange(7) == 4, 0.4)
+  assert int(fge.explore_pick(cand, cost, ok, from_buf, q)[0]) == 4
+  # The collide row and the pick enter the queue; row 7 is re-scored.
+  kept = dict(zip(np.asarray(q2.theta)[np.asarray(q2.filled), 0],
+                  np.asarray(q2.priority)[np.asarray(q2.filled)]))
+  assert set(kept) == {1.0, 7.0, 8.0}
+  assert kept[7.0] == np.float32(fge.COST_PREDICTED_FEASIBLE)
+
+
 def test_spline_flow_is_a_normalised_density_that_fits():
   """The flowjax spline flow integrates to 1, and full-batch steps on
   bimodal data (+-2, sd 0.3) take its NLL below any Gaussian's (the

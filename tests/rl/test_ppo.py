@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 import scipy.stats
@@ -189,6 +190,33 @@ def test_ppo_learns_brax_mjx_inverted_pendulum():
                                 BRAX_TEST_UPDATES * batch)
   np.testing.assert_allclose(np.asarray(state.norm.count),
                              BRAX_TEST_UPDATES * batch + 1e-4, rtol=1e-6)
+
+
+def test_value_lims_bound_the_critic_and_default_off():
+  """`value_lims` squashes the critic to lo + (hi - lo) sigmoid(v) (the FGE
+  release's head); without it the loss is unchanged."""
+  v = jnp.array([-50.0, 0.0, 50.0])
+  np.testing.assert_allclose(ppo.squash_value(v, (-1.1, 0.1)),
+                             [-1.1, -0.5, 0.1], atol=1e-6)
+  assert ppo.squash_value(v, None) is v
+  spec = envs.EnvSpec('t', (3,), True, 2, None, None, 10)
+  base = dict(hidden=(4,), activation='tanh', vf_coef=0.5,
+              normalize_adv=False)
+  c0 = ml_collections.ConfigDict(base)
+  c1 = ml_collections.ConfigDict(dict(base, value_lims=(-1.1, 0.1)))
+  net = ppo.actor_critic(spec, c0)
+  params = net.init(jax.random.key(0), jnp.zeros(3))
+  obs = jax.random.normal(jax.random.key(1), (5, 3))
+  mb = {'obs': obs, 'action': jnp.zeros(5, jnp.int32),
+        'log_prob': jnp.zeros(5), 'adv': jnp.ones(5), 'target': jnp.ones(5)}
+  hp = {'clip_eps': 0.2, 'ent_coef': 0.0}
+  raw = net.apply(params, obs)[1]
+  l0 = ppo.make_loss_fn(spec, c0)(params, mb, hp)[1]['loss/value']
+  l1 = ppo.make_loss_fn(spec, c1)(params, mb, hp)[1]['loss/value']
+  np.testing.assert_allclose(l0, 0.5 * jnp.mean((raw - 1.0)**2), rtol=1e-6)
+  np.testing.assert_allclose(
+      l1, 0.5 * jnp.mean((ppo.squash_value(raw, (-1.1, 0.1)) - 1.0)**2),
+      rtol=1e-6)
 
 
 def test_pixel_encoder_reads_the_image_and_appends_the_extras():
