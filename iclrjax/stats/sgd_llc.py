@@ -28,6 +28,16 @@ Eq. 2 is Gaussian and
 Deep linear networks have a known learning coefficient (Aoyagi 2024,
 `dln_learning_coefficient`).
 
+Against devinterp (timaeus-research/devinterp at a646b9d;
+tests/parity/test_sgd_llc.py) the SGLD step (its lr = 2 eps,
+src/devinterp/optim/sgld.py:250-253) and Eq. 1 (src/devinterp/slt/llc.py:107)
+agree to float32 on the same batches and noise. Three defaults differ on
+purpose: its nbeta is m / log m of the batch size m (src/devinterp/utils.py:93;
+ours n / log n, Lau et al.), its L_n(w*) the mean loss of `num_chains`
+minibatches (backends/default/slt/sampler.py:254; ours the full-data loss),
+and it cycles a shuffled DataLoader (sampler.py:105) where `sgld_step` draws
+each minibatch with replacement.
+
 **SGD as diffusion** (the paper). Late-stage SGD displaces as
 R(t) = ||w_{t0 + t} - w_{t0}|| ~ t^alpha with alpha = d_s / (2 lambda)
 (Thm 3.1, the Alexander-Orbach relation d_walk = 2 lambda / d_s), so a fit of
