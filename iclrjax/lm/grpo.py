@@ -20,6 +20,17 @@ of the sum. `loss_aggregation='sequence'` is eq. 3's per-sequence mean;
 A group whose rewards are all equal has A = 0 (with eps > 0): then only the
 KL term moves the parameters (a control in the tests).
 
+Against google-tunix v0.1.7 (tests/parity/test_grpo_tunix.py) the
+advantages, the loss in both aggregations and its gradient agree to float32;
+tunix differs on purpose in four places (file:line at v0.1.7): its
+advantage eps is 1e-6 (tunix/rl/algo_core.py:566; ours defaults to 1e-4);
+it clips each log-ratio to [-20, 20] before exp (algo_core.py:414; ours does
+not); its 'sequence-mean-token-mean' divides by the number of non-empty
+completions (tunix/rl/common.py:565; ours by N: a completion always keeps at
+least its first token, `sample.Samples`); and its `GRPOConfig` defaults to
+the k1 KL estimate log pi - log pi_ref (tunix/rl/grpo/grpo_learner.py:96;
+ours is eq. 3's k3).
+
 SFT is the cross-entropy of the target tokens given everything before them,
 masked to the target span.
 """
@@ -48,8 +59,8 @@ class GRPOConfig:
   clip_eps: float = 0.2
   kl_beta: float = 0.02
   std_normalize: bool = True     # False: Dr. GRPO's mean-centred advantage
-  adv_ddof: int = 1              # tunix: ddof=1 ...
-  adv_eps: float = 1e-4          # ... + 1e-4
+  adv_ddof: int = 1              # tunix: ddof=1 (std + 1e-6 there)
+  adv_eps: float = 1e-4
   loss_aggregation: str = 'sequence'
   num_inner_steps: int = 1       # mu: updates per sampled batch
   stop_tokens: tuple[int, ...] = ()
@@ -109,11 +120,16 @@ def policy_loss(logp_NxT: jax.Array, old_logp_NxT: jax.Array,
 
 
 def completion_logprobs(model: lm_model.Model, params, prompts_NxP,
-                        completions_NxT) -> jax.Array:
-  """log pi(o_t | q, o_<t) of each completion token: [N, T]."""
+                        completions_NxT, temperature: float = 1.0
+                        ) -> jax.Array:
+  """log pi(o_t | q, o_<t) of each completion token: [N, T], pi the policy
+  the completions are sampled from (logits / `temperature`, as tunix's
+  `common.compute_per_token_logps` at google/tunix v0.1.7
+  tunix/rl/common.py:380)."""
   seq = jnp.concatenate([prompts_NxP, completions_NxT], 1)
   P = prompts_NxP.shape[1]
-  return lm_sample.sequence_logprobs(model, params, seq)[:, P - 1:]
+  return lm_sample.sequence_logprobs(model, params, seq,
+                                     temperature=temperature)[:, P - 1:]
 
 
 def sft_loss(model: lm_model.Model, params, tokens_NxL: jax.Array,
@@ -187,12 +203,14 @@ def make_grpo_step(model: lm_model.Model,
     adv = group_advantages(rewards, G, std_normalize=cfg.std_normalize,
                            ddof=cfg.adv_ddof, eps=cfg.adv_eps)
     old = jax.lax.stop_gradient(
-        completion_logprobs(model, state.params, prompts, toks))
+        completion_logprobs(model, state.params, prompts, toks,
+                            cfg.temperature))
     ref = jax.lax.stop_gradient(
-        completion_logprobs(model, ref_params, prompts, toks))
+        completion_logprobs(model, ref_params, prompts, toks,
+                            cfg.temperature))
 
     def loss_fn(p):
-      logp = completion_logprobs(model, p, prompts, toks)
+      logp = completion_logprobs(model, p, prompts, toks, cfg.temperature)
       return policy_loss(logp, old, ref, adv, mask, clip_eps=cfg.clip_eps,
                          kl_beta=cfg.kl_beta,
                          loss_aggregation=cfg.loss_aggregation)

@@ -149,9 +149,12 @@ def sample(model: lm_model.Model, params, prompts_BxP: jax.Array,
 
 
 def sequence_logprobs(model: lm_model.Model, params, tokens_NxL: jax.Array,
-                      mask_NxLxL: jax.Array | None = None) -> jax.Array:
-  """log p(token_i | tokens_<i) for i = 1 .. L-1 under the model: [N, L-1]
-  (the teacher-forced scores a GRPO update ratios against)."""
+                      mask_NxLxL: jax.Array | None = None,
+                      temperature: float = 1.0) -> jax.Array:
+  """log p(token_i | tokens_<i) for i = 1 .. L-1 under the model with its
+  logits divided by `temperature` (the distribution `sample` draws from at
+  that temperature, without top-k / top-p): [N, L-1] (the teacher-forced
+  scores a GRPO update ratios against)."""
   logits = model.apply(params, tokens_NxL, mask_NxLxL)[:, :-1]
-  logp = jax.nn.log_softmax(logits.astype(jnp.float32), -1)
+  logp = jax.nn.log_softmax(logits.astype(jnp.float32) / temperature, -1)
   return jnp.take_along_axis(logp, tokens_NxL[:, 1:, None], -1)[..., 0]

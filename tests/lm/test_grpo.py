@@ -66,6 +66,33 @@ def test_policy_loss_matches_numpy():
   assert (np.exp(ref - logp) - (ref - logp) - 1 >= 0).all()
 
 
+class _LogitsModel:
+  """Stands in for lm_model.Model: its logits are its parameters."""
+
+  def apply(self, params, tokens, mask=None):
+    del tokens, mask
+    return params
+
+
+def test_completion_logprobs_score_the_tempered_policy():
+  """log softmax(logits / temperature) of each completion token, read from
+  the position before it (the distribution `sample` draws from at that
+  temperature; tunix's compute_per_token_logps does the same)."""
+  rng = np.random.default_rng(3)
+  N, P, T, V = 3, 4, 3, 7
+  logits = rng.normal(size=(N, P + T, V)).astype(np.float32)
+  prompts = rng.integers(0, V, (N, P))
+  comp = rng.integers(0, V, (N, T))
+  for temp in (1.0, 0.6):
+    got = grpo.completion_logprobs(_LogitsModel(), jnp.asarray(logits),
+                                   jnp.asarray(prompts), jnp.asarray(comp),
+                                   temp)
+    z = logits[:, P - 1:P + T - 1].astype(np.float64) / temp
+    logz = np.log(np.exp(z).sum(-1))
+    want = np.take_along_axis(z, comp[..., None], -1)[..., 0] - logz
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_k3_kl_is_an_unbiased_estimate_of_the_kl():
   """E_{x~pi}[k3] = KL(pi || ref) for categorical pi, ref (closed form)."""
   p = jax.nn.softmax(jnp.asarray([1.0, 0.2, -0.5, 0.3]))
