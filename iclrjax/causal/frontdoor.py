@@ -36,7 +36,7 @@ Estimators (all on nuisance predictions, pure functions):
   XGBoost to the ratio r_Z / r_X with weights r_X^2 instead).
 
 The back-door pieces are separate functions that EconML checks
-(tests/causal/test_frontdoor_econml.py): `aipw_pseudo_outcome` (FD-DR's
+(tests/parity/test_frontdoor_econml.py): `aipw_pseudo_outcome` (FD-DR's
 X -> Z term, `econml.dr.DRLearner`) and `r_stage` (the R-loss,
 `econml.dml.LinearDML`).
 

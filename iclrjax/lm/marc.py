@@ -389,13 +389,16 @@ class VisualLM:
                             (query_Bxd @ params['query_proj'])[:, None]], 1)
 
   def answer_logprobs(self, params, prompt_BxPxD: jax.Array,
-                      answer_BxT: jax.Array) -> jax.Array:
-    """log pi(o_t | prompt, o_<t) of each answer token: [B, T]."""
+                      answer_BxT: jax.Array, temperature: float = 1.0
+                      ) -> jax.Array:
+    """log pi(o_t | prompt, o_<t) of each answer token under the logits
+    divided by `temperature` (the policy `sample` draws from): [B, T]."""
     emb = params['lm']['embed']['embedding'][answer_BxT]
     x = jnp.concatenate([prompt_BxPxD, emb], 1)
     logits = self.model.apply(params['lm'], None, embeds_BxLxD=x)
     P = prompt_BxPxD.shape[1]
-    logp = jax.nn.log_softmax(logits[:, P - 1:-1].astype(jnp.float32), -1)
+    logp = jax.nn.log_softmax(
+        logits[:, P - 1:-1].astype(jnp.float32) / temperature, -1)
     return jnp.take_along_axis(logp, answer_BxT[..., None], -1)[..., 0]
 
   def sample(self, params, prompt_BxPxD: jax.Array, key: jax.Array, *,
@@ -472,7 +475,8 @@ def make_cgrpo_step(vlm: VisualLM, optimizer, cfg: CGRPOConfig):
     toks, mask = s.tokens_NxT, s.mask_NxT
 
     def logp(p):
-      return vlm.answer_logprobs(p, vlm.prompt(p, comp_n, query_n), toks)
+      return vlm.answer_logprobs(p, vlm.prompt(p, comp_n, query_n), toks,
+                                 g.temperature)
 
     old = jax.lax.stop_gradient(logp(state.params))
     ref = jax.lax.stop_gradient(logp(ref_params))

@@ -176,7 +176,7 @@ def test_cgrpo_advantages_equal_grpo_with_binary_rewards_and_std_norm():
   # binary r_i, std-normalised: gated == GRPO
   np.testing.assert_allclose(adv(rew('gated', 0.0)), adv(rew('grpo', 0.0)),
                              atol=1e-5)
-  # with tunix's eps = 1e-4 the equality holds to ~1e-3
+  # with the default eps = 1e-4 the equality holds to ~1e-3
   np.testing.assert_allclose(
       grpo.group_advantages(rew('gated', 0.0), G),
       grpo.group_advantages(rew('grpo', 0.0), G), rtol=1e-3, atol=1e-3)
