@@ -19,19 +19,23 @@ Variants:
   paper    the reference's grids and learners: n up to 50000, 10
            replications, XGBoost nuisances (nuisance = 'xgb': 50 trees,
            depth 3, learning rate 0.1, subsample and colsample 0.9).
-           Measured pilot (ff963ea, 2-core CPU, 118 s; 3 replications,
-           d = 10), RMSE mean (ci95) of FD-PI / FD-DR / FD-R / FD-R3:
-             delta 0,   n 2500:  .182 (.022) / .229 (.073) / .162 (.059) / .152
-             delta 0,   n 10000: .120 (.045) / .130 (.076) / .077 (.040) / .071
-             delta 0.5, n 2500:  .323 (.059) / .309 (.045) / .182 (.068) / .171
-             delta 0.5, n 10000: .279 (.023) / .169 (.055) / .104 (.021) / .099
-           (slopes at delta 0.5: PI -0.11, DR -0.43, R -0.41; with XGBoost
-           FD-R beats FD-PI at delta 0 too), from
+           Measured (806f9cb, 2-core CPU, 256 s; 5 replications, d = 10;
+           results/frontdoor/xgb), RMSE mean of FD-PI / FD-DR / FD-R / FD-R3:
+             delta 0,   n 2500:  .176 / .152 / .158 / .147
+             delta 0,   n 20000: .113 / .066 / .072 / .067
+             delta 0.5, n 2500:  .329 / .188 / .171 / .165
+             delta 0.5, n 20000: .256 / .076 / .094 / .093
+           (slopes at delta 0.5: PI -0.12, DR -0.44, R -0.29; with XGBoost
+           the debiased learners beat FD-PI at delta 0 too), from
              python -m experiments.frontdoor --config=configs/frontdoor.py:paper
-               --config.num_seeds=3 --config.n_grid='(2500, 10000)'
-               --config.claim_ns='(2500, 10000)' --config.fixed_n=2500
-               --config.delta_grid='(0.0, 0.5)'
+               --config.num_seeds=5
+               --config.n_grid='(2500, 5000, 10000, 20000)'
+               --config.claim_ns='(2500, 5000, 10000, 20000)'
+               --config.fixed_n=2500 --config.delta_grid='(0.0, 0.5)'
                --config.kappa_grid='(2.0, 10.0)'
+           The released code on its own DGP gives, at the same settings,
+           FD-PI .329 / .265, FD-DR .236 / .071, FD-R3 .166 / .078 at delta
+           0.5 and n 2500 / 20000 (tests/parity/fixtures/frontdoor_rmse.json).
 
 Pass criteria (default): at delta = 0.5, RMSE(FD-DR) and RMSE(FD-R) below
 RMSE(FD-PI) at every n in `claim_ns`; the log-log slope of FD-DR's RMSE

@@ -172,6 +172,8 @@ def main():
     path = args.out / 'frontdoor_rmse.json'
     path.write_text(json.dumps(dict(
         repo=REPO, commit=_common.commit_of(args.ref),
+        command=(f'python tests/parity/generate/frontdoor.py --ref '
+                 f'<checkout of {REPO}> --rmse'),
         packages=_common.versions('numpy', 'scikit-learn', 'xgboost'),
         rmse=rmse_table(mod)), indent=1) + '\n')
     print('wrote', path)
