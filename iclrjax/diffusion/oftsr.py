@@ -9,7 +9,9 @@ tests/parity/test_oftsr.py). The student's distillation code (`distill_fm.py`
 in shared/papers/gen.md section 3.2) is NOT in the released repository, so
 the student losses below follow the paper and those notes, unchecked against
 code; the equation names are the paper's Sec. 3 quantities (numbers not
-checked against the PDF).
+checked against the PDF). Deliberate: `euler_sample` steps by (T - eps) / N
+on its grid, where the release's Euler sampler steps by 1 / N on a grid
+spaced (T - eps) / N (`fm/sampling.py:80, 103, 119`).
 
 Time convention (OFTSR's own, the OPPOSITE of `flow.py`): t = 0 is the
 source -- the noise-augmented, upsampled low-resolution image -- and t = 1

@@ -56,6 +56,15 @@ The release declares a "sample each explore pick >= 4 times" rule
 (`minsampletimes`) but never reads it (`buf_custom.py:95-101`), so one pick
 is pushed per iteration here as there. Everything is a fixed-size array, so
 one FGE iteration is a pure function that `core.loop` scans and vmaps.
+
+PPO differs from the release's (oswinso/fge at feebe5b, `bits/ppo_core.py`;
+tests/parity/test_fge.py) on purpose: GAE is cut at every episode end, where
+the release's trace stops only at termination and runs on across a
+time-limit cut (`ppo_core.py:245-248`); advantages are normalised per
+minibatch (eps 1e-8), there once per rollout (eps 1e-5, `:268-269`); one
+joint loss with 1/2 MSE x vf_coef, there a separate critic optimiser on
+plain MSE. The release's value clamp (-0.1, 1.1) is `ppo` config
+`value_lims` (default off).
 """
 
 from __future__ import annotations

@@ -84,6 +84,28 @@ def _g_at(w, stats, c3):
   return g(1.0), g(0.0)
 
 
+def _fd_r_stages_zeta(a, j):
+  """zeta on D3 from `fd.fd_r_stages` (the code FD-R3 runs) on the
+  reference's g-stage residuals: m_Y = Y - r_Y and q(1 | X, C) at the
+  observed X (the other arm holds 0.5, so reading the wrong arm shows); and
+  the same from the reference's g weights at D2's z-scoring."""
+  d2, d3 = a[f'fd_r3/call{j}/d2'], a[f'fd_r3/call{j}/d3']
+  c2, x2, z2, y2 = (_f32(a[k][d2]) for k in ('c', 'x', 'z', 'y'))
+  c3, x3 = _f32(a['c'][d3]), _f32(a['x'][d3])
+  q_obs = _f32(a[f'fd_r3/call{j}/q1_xc_d2'])
+  half2, half3 = jnp.full_like(x2, 0.5), jnp.full_like(x3, 0.5)
+  nu2 = fd.Nuisances(
+      half2, jnp.where(x2 > 0, q_obs, 0.5), jnp.where(x2 > 0, 0.5, q_obs),
+      *(0 * half2 for _ in range(4)),
+      y2 - _f32(a[f'fd_r3/call{j}/g_rhs']), half2)
+  nu3 = fd.Nuisances(_f32(a[f'fd_r3/call{j}/e1_d3']), *(half3 for _ in
+                                                        range(8)))
+  zt = fd.fd_r_stages(c2, x2, z2, y2, nu2, c3, x3, nu3)[1]
+  theirs = fd.zeta(nu3.e1, *_g_at(_f32(a[f'fd_r3/call{j}/g_theta']),
+                                  fd.zscore_stats(c2), c3), x3)
+  return zt, theirs
+
+
 def _fd_r3(a):
   """Per call: the g weights; target b-hat * zeta and the final stage with
   D3's own z-scoring (theirs) and with D2's (ours); tau-hat."""
@@ -107,6 +129,9 @@ def _fd_r3(a):
       out['ours_final'].append(b * _final(c3, zeta_own))
       preds.append(pred)
     tau[a[f'fd_r3/call{2 * t}/d3']] = np.mean(preds, axis=0)
+  pairs = [_fd_r_stages_zeta(a, j) for j in range(6)]
+  out['stages_zeta'] = [p[0] for p in pairs]
+  out['ref_zeta_d2'] = [p[1] for p in pairs]
   return out, tau
 
 
@@ -157,12 +182,17 @@ def checks() -> list[common.Check]:
       'a separate draw in nu_meq); psi at delta 0.5 = ours + that term',
       cat(lambda k: np.asarray(res['delta05', k][1], np.float64)
           + _noise_term(a, k)),
-      cat(lambda k: a[f'delta05/fold{k}/psi']), 1e-4))
+      cat(lambda k: a[f'delta05/fold{k}/psi']), TOL))
   theirs = lambda name: np.concatenate([a[f'fd_r3/call{j}/{name}']
                                         for j in range(6)])
   out.append(common.check('FD-R3 g-stage R-loss weights',
                           np.concatenate(r3['theta']), theirs('g_theta'),
                           TOL))
+  out.append(common.check(
+      'FD-R3 zeta on D3 from fd_r_stages on the reference residuals vs the '
+      "reference's g weights (D2 z-scoring)",
+      np.concatenate(r3['stages_zeta']), np.concatenate(r3['ref_zeta_d2']),
+      TOL))
   out.append(common.check(
       'deliberate: FD-R3 g(x, C) on D3 z-scored by D2, where g was fitted '
       "(reference: by D3's own statistics); b-hat * zeta (Lemma 3) matches "

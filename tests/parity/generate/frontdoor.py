@@ -20,7 +20,9 @@ for the comparison with `experiments.frontdoor` (not part of the suite).
 Needs numpy, pandas, scikit-learn, xgboost; matplotlib is stubbed.
 """
 
+import datetime
 import json
+import platform
 import sys
 import types
 
@@ -175,6 +177,8 @@ def main():
         command=(f'python tests/parity/generate/frontdoor.py --ref '
                  f'<checkout of {REPO}> --rmse'),
         packages=_common.versions('numpy', 'scikit-learn', 'xgboost'),
+        python=platform.python_version(),
+        date=datetime.date.today().isoformat(),
         rmse=rmse_table(mod)), indent=1) + '\n')
     print('wrote', path)
     return
