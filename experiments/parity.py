@@ -72,13 +72,13 @@ def table(rows: Sequence[dict[str, Any]], compact: bool = False) -> str:
     deliberate = [c['quantity'][len(DELIBERATE):].strip()
                   for c in r['checks'] if c['quantity'].startswith(DELIBERATE)]
     worst = max(matched, key=_ratio, default=None)
-    diff = (f"{_fmt(worst['diff'])} (tol {_fmt(worst['tol'])}, "
-            f"{worst['quantity']})" if worst else '-')
+    diff = (f"{_fmt(worst['diff'])} (tol {_fmt(worst['tol'])}"
+            + ('' if compact else f", {worst['quantity']}") + ')'
+            if worst else '-')
     if any(not c['ok'] for c in r['checks']):
       diff += ' FAILS'
     what = f"{len(matched)} quantities"
     if compact:
-      diff = diff.split(' (')[0] + (' FAILS' if diff.endswith('FAILS') else '')
       cells = (r['paper'].split(' (arXiv')[0], f"{r['repo']} @ "
                f"{r['commit'][:7]}", what, diff, str(len(deliberate)),
                r['date'])
