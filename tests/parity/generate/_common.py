@@ -20,6 +20,7 @@ import pathlib
 import platform
 import subprocess
 import sys
+import types
 
 import numpy as np
 
@@ -58,6 +59,15 @@ def versions(*names: str) -> dict[str, str]:
     except importlib.metadata.PackageNotFoundError:
       out[n] = 'absent'
   return out
+
+
+def stub(name: str, **attrs) -> types.ModuleType:
+  """Registers an empty module `name` (with `attrs`) in sys.modules: for
+  imports the reference makes but the compared functions never call."""
+  mod = types.ModuleType(name)
+  mod.__dict__.update(attrs)
+  sys.modules[name] = mod
+  return mod
 
 
 def add_path(ref: pathlib.Path, sub: str = '') -> None:

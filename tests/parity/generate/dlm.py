@@ -17,7 +17,6 @@ the reference's own arithmetic and post-processing; nothing is re-written.
 
 from __future__ import annotations
 
-import sys
 import types
 
 import numpy as np
@@ -29,12 +28,7 @@ _common.add_path(args.ref)
 
 
 # -- stubs for the imports the sampler step does not use ---------------------------
-def _stub(name, **attrs):
-  mod = types.ModuleType(name)
-  for k, v in attrs.items():
-    setattr(mod, k, v)
-  sys.modules[name] = mod
-  return mod
+_stub = _common.stub
 
 
 class _Plain:  # LightningModule / MeanMetric stand-in: a plain object

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools as ft
-import sys
 import types
 
 import numpy as np
@@ -43,10 +42,7 @@ ARGS = _common.cli(__doc__)
 _common.add_path(ARGS.ref, 'src')
 
 
-def _stub(name: str, **attrs) -> None:
-  mod = types.ModuleType(name)
-  mod.__dict__.update(attrs)
-  sys.modules[name] = mod
+_stub = _common.stub
 
 
 def _placeholder(name: str):

@@ -22,7 +22,6 @@ are not in the released repository, so they have no fixture.
 
 from __future__ import annotations
 
-import sys
 import types
 
 import numpy as np
@@ -35,12 +34,7 @@ _common.add_path(args.ref)
 import torch  # noqa: E402
 
 
-def _stub(name, **attrs):
-  mod = types.ModuleType(name)
-  for k, v in attrs.items():
-    setattr(mod, k, v)
-  sys.modules[name] = mod
-  return mod
+_stub = _common.stub
 
 
 def _unused(*a, **k):

@@ -53,12 +53,7 @@ class _Any:
     return _Any()
 
 
-def _stub(name, **attrs):
-  m = types.ModuleType(name)
-  for k, v in attrs.items():
-    setattr(m, k, v)
-  sys.modules[name] = m
-  return m
+_stub = _common.stub
 
 
 def _import_reference(ref: Path):
