@@ -79,7 +79,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       hidden=(64, 64), activation='tanh', normalize_obs=False,
       normalize_adv=True, shuffle=True,
       # (features, kernel, stride) of the CNN on pixel tasks (lander only).
-      conv=((16, 8, 4), (32, 4, 2))))
+      conv=((16, 8, 4), (32, 4, 2)),
+      # Clamp of the value head (off); the release's (-0.1, 1.1) on cost is
+      # (-1.1, 0.1) on our reward -cost.
+      value_lims=ml_collections.config_dict.placeholder(tuple)))
   c.fge = ml_collections.ConfigDict(dict(
       p_base=0.02, p_explore=0.8, p_predci=0.08, frac_latest=0.2,
       threshold=0.4, label_smoothing=0.05, alpha=0.5,

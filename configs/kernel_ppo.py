@@ -74,7 +74,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       gamma=0.99, gae_lambda=0.95, clip_eps=0.2, ent_coef=0.01, vf_coef=0.5,
       max_grad_norm=0.5, learning_rate=2.5e-4, anneal_lr=True,
       hidden=(64, 64), activation='tanh', normalize_obs=False,
-      normalize_adv=True, shuffle=True))
+      normalize_adv=True, shuffle=True,
+      value_lims=ml_collections.config_dict.placeholder(tuple)))  # off
   # RKHS form: kernel-TD critic on k_rbf(s,s') 1[a=a'] + NPG step.
   # pendulum_min: random Pendulum-v1 play scores about -1200 per episode;
   # brax_min: of inverted_pendulum's 1000; rkhs_learn_min: CartPole return
