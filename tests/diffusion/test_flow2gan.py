@@ -239,11 +239,11 @@ def default_run(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize('prefix', ['(i)', '(ii)', '(iii)'])
 def test_default_run_claims(default_run, prefix):
-  # At 4cc4ef4 (default config, 3 seeds, 935 s): (i) gap RMS at 2 steps
-  # velocity 1.14e-2 vs endpoint 1.60e-3 (7.1x; seed spread 1.28x), LSD 30.76
-  # vs 16.95 dB; (ii) quiet-bin LSD spectral 11.38 vs MSE 28.59 dB (60% lower;
-  # seed spread 1.6%); (iii) GAN 1-step LSD 15.51 vs teacher 4-step 16.82 dB
-  # (untuned 1-step 17.68).
+  # At 14b389d (default config, 3 seeds, 935 s idle): (i) gap RMS at 2 steps
+  # velocity 1.14e-2 vs endpoint 1.59e-3 (7.1x; seed spread 1.29x), LSD 30.71
+  # vs 16.93 dB; (ii) quiet-bin LSD spectral 11.39 vs MSE 28.59 dB (60% lower;
+  # seed spread 1.6%); (iii) GAN 1-step LSD 15.51 vs teacher 4-step 16.77 dB
+  # (untuned 1-step 17.67).
   c = _claim(default_run, prefix)
   assert c['holds'], c
   assert c['control'].endswith('(fails)'), c
