@@ -439,10 +439,10 @@ def test_default_matches_the_oracle_sampler(default_run):
 
 _CONTESTS = {
     'pendulum_skewed': ('FGE covers the feasible theta', (
-        'pendulum_skewed (8 seeds, 1000 iterations): weak-band feasible '
-        'coverage FGE 0.882 +- 0.091 vs DR 0.755 +- 0.159, PLR 0.809, RARL '
-        '0.974 (its adversary samples the whole box), uniform-box DR 0.962; '
-        'the gap to the best baseline is -0.092 +- 0.091.')),
+        'pendulum_skewed (8 seeds, 1000 iterations, 14b389d): weak-band '
+        'feasible coverage FGE 0.944 +- 0.070 vs DR 0.775 +- 0.148, PLR '
+        '0.788, RARL 0.974 (its adversary samples the whole box), uniform-box '
+        'DR 0.961; the gap to the best baseline is -0.030 +- 0.070.')),
     'dubins_skewed': ('FGE covers the hard region', (
         'dubins_skewed (8 seeds, 2000 iterations of 64 envs x 30 steps, ~30 '
         'min): hard-region grid coverage FGE 0.587 vs PLR 0.498, DR 0.468, '
