@@ -445,10 +445,10 @@ _CONTESTS = {
         'DR 0.961; the gap to the best baseline is -0.030 +- 0.070.')),
     'dubins_skewed': ('FGE covers the hard region', (
         'dubins_skewed (8 seeds, 2000 iterations of 64 envs x 30 steps, ~30 '
-        'min): hard-region grid coverage FGE 0.587 vs PLR 0.498, DR 0.468, '
-        'RARL 0.277 (gap +0.090 +- 0.168, needs >= 0.1 at the lower bound); '
-        'uniform-box DR 0.598 and the explore-only ablation 0.637 do as '
-        'well: every method keeps the omega_1 = 0.71 half of the grid, where '
+        'min, 14b389d): hard-region grid coverage FGE 0.532 vs DR 0.511, PLR '
+        '0.508, RARL 0.236 (gap +0.021 +- 0.148, needs >= 0.1 at the lower '
+        'bound); uniform-box DR 0.521 and the explore-only ablation 0.626 do '
+        'as well: every method keeps the omega_1 = 0.71 half of the grid, where '
         'the car barely laps the ego, and almost none the 0.86 half at this '
         'budget.')),
 }
