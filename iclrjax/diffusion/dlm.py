@@ -3,7 +3,7 @@
 Paper: "Diffusion Language Models are Provably Optimal Parallel Samplers"
 (Jiang, Haghtalab, Chen; arXiv 2512.25014, ICLR 2026; no official code).
 Theorem numbers are as reported in secondary notes (secondary notes; check
-the PDF): /work/shared/papers/gen.md Sec. 6. This module is the EXACT part:
+the PDF). This module is the EXACT part:
 oracle predictors and exact distributions by enumeration, no learning.
 
 Round model. A state is a length-L sequence over tokens {0..V-1} plus
