@@ -411,7 +411,7 @@ def _sample_plot(r, c, cfg, params) -> None:
     ax.set_title(f'{name} joint samples (4 context points)')
   fig.tight_layout()
   r.plots_dir.mkdir(parents=True, exist_ok=True)
-  fig.savefig(r.plots_dir / 'samples.png', dpi=120)
+  fig.savefig(r.plots_dir / 'samples.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
 
 

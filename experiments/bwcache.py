@@ -335,7 +335,7 @@ def _plots(r, cfg, metrics, sweeps, samples) -> None:
   fig.suptitle('BWCache indicator between consecutive steps (uncached)',
                fontsize=9)
   fig.tight_layout()
-  fig.savefig(r.plots_dir / 'indicator_curve.png', dpi=120)
+  fig.savefig(r.plots_dir / 'indicator_curve.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
   mean = lambda field, keys: [float(np.mean(metrics[f'{field}/{k}']))
                               for k in keys]
@@ -361,10 +361,10 @@ def _plots(r, cfg, metrics, sweeps, samples) -> None:
                  lw=0.8, label=f'uncached {T} steps')
       ax.set_title(tag, fontsize=9)
       ax.set_xlabel('block evaluations')
-      ax.legend(fontsize=6)
+      log_lib.outside_legend(ax, fontsize=6)
     axes[0, 0].set_ylabel(ylabel)
     fig.tight_layout()
-    fig.savefig(r.plots_dir / f'{name}.png', dpi=120)
+    fig.savefig(r.plots_dir / f'{name}.png', dpi=120, bbox_inches='tight')
     plt.close(fig)
   for case, imgs in samples.items():
     images.plot_grid(imgs, r.plots_dir / f'samples_{case}.png',

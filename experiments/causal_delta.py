@@ -191,10 +191,10 @@ def _plots(r, c, res) -> None:
   ax.set_ylabel('action accuracy')
   ax.set_ylim(0, 1)
   ax.axhline(1 / triplets.NUM_ACTIONS, color='k', lw=0.6, ls=':')
-  ax.legend()
+  log_lib.outside_legend(ax)
   ax.set_title(f'ID vs OOD accuracy ({c.num_seeds} seeds)')
   fig.tight_layout()
-  fig.savefig(r.plots_dir / 'accuracy.png', dpi=120)
+  fig.savefig(r.plots_dir / 'accuracy.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
   shown = [m for m in ('cde', 'delta', 'cde_patch') if m in res]
   if shown:
@@ -209,7 +209,7 @@ def _plots(r, c, res) -> None:
                     fontsize=7)
       ax.set_title(f'{m}: cos of mean deltas', fontsize=9)
     fig.tight_layout()
-    fig.savefig(r.plots_dir / 'delta_cosines.png', dpi=120)
+    fig.savefig(r.plots_dir / 'delta_cosines.png', dpi=120, bbox_inches='tight')
     plt.close(fig)
   rows = r.rows()
   series = []

@@ -335,7 +335,7 @@ def _plots(r, cfg, curves, lens) -> None:
   fig.colorbar(im, ax=ax)
   ax.set_title(f'last-{cfg.window} accuracy at length {L}', fontsize=9)
   fig.tight_layout()
-  fig.savefig(r.plots_dir / 'accuracy_heatmap.png', dpi=120)
+  fig.savefig(r.plots_dir / 'accuracy_heatmap.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
 
 

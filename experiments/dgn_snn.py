@@ -406,7 +406,7 @@ def _plots(r, cfg, curves, metrics, traces) -> None:
   fig.suptitle('membrane traces of 4 first-layer neurons (test example 0, '
                'seed 0; dots = spikes)', fontsize=9)
   fig.tight_layout()
-  fig.savefig(r.plots_dir / 'membrane_traces.png', dpi=120)
+  fig.savefig(r.plots_dir / 'membrane_traces.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
   names = [n for n in (*cfg.cells, ABLATION) if f'noise_var_v/{n}' in metrics]
   fig, ax = plt.subplots(figsize=(6, 3))
@@ -420,7 +420,7 @@ def _plots(r, cfg, curves, metrics, traces) -> None:
                f', current noise std {cfg.layer_noise.noise:g} (dots: seeds)',
                fontsize=9)
   fig.tight_layout()
-  fig.savefig(r.plots_dir / 'membrane_variance.png', dpi=120)
+  fig.savefig(r.plots_dir / 'membrane_variance.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
 
 

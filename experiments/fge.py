@@ -232,7 +232,7 @@ def _plots(r, cfg, task, thetas, truth, safe_by, fge_state,
     axes[0][0].set_ylabel('theta[1]')
     fig.suptitle(f'{task.name}: final safety over theta (seed mean)')
   fig.tight_layout()
-  fig.savefig(r.plots_dir / 'feasible_sets.png', dpi=120)
+  fig.savefig(r.plots_dir / 'feasible_sets.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
 
 

@@ -250,7 +250,7 @@ def _plots(r, c, metrics, samples, data) -> None:
               vmin=-60, vmax=30, extent=(0, t[-1], 0, c.sample_rate / 2))
     a1.set_title(f'{name}: power spectrogram (dB)', fontsize=8)
   fig.tight_layout()
-  fig.savefig(r.plots_dir / 'waveforms_spectrograms.png', dpi=110)
+  fig.savefig(r.plots_dir / 'waveforms_spectrograms.png', dpi=110, bbox_inches='tight')
   plt.close(fig)
   tags = sorted({k.split('/', 1)[1] for k in metrics if k.startswith('lsd/')})
   fig, axes = plt.subplots(1, 3, figsize=(14, 0.32 * len(tags) + 1.5))
@@ -264,7 +264,7 @@ def _plots(r, c, metrics, samples, data) -> None:
                   else 'linear')
     ax.set_title(key + (' (dB)' if key != 'gap_rms' else ''), fontsize=9)
   fig.tight_layout()
-  fig.savefig(r.plots_dir / 'lsd_per_variant.png', dpi=110)
+  fig.savefig(r.plots_dir / 'lsd_per_variant.png', dpi=110, bbox_inches='tight')
   plt.close(fig)
   r.plot([f'{v}/loss' for v in c.fm_variants], 'fm_learning_curves',
          title='stage 1: flow-matching loss (mean, 95% band)', logy=True)

@@ -282,10 +282,10 @@ def _plots(r: launch.Run, c, acc) -> None:
   ax.set_ylim(0.3, 1.0)
   ax.set_ylabel('test accuracy')
   ax.set_title(f'Late vs intermediate fusion ({c.num_seeds} seeds, 95% CI)')
-  ax.legend(fontsize=7, ncol=len(MODELS))
+  log_lib.outside_legend(ax, fontsize=7)
   fig.tight_layout()
   r.plots_dir.mkdir(parents=True, exist_ok=True)
-  fig.savefig(r.plots_dir / 'accuracy.png', dpi=120)
+  fig.savefig(r.plots_dir / 'accuracy.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
   n = min(c.xor.n_train)
   r.plot([f'n{n}/xor_n{n}/{k}/acc' for k in MODELS], 'training_xor',

@@ -321,7 +321,7 @@ def _plots(r, cfg, metrics, samples) -> None:
     ax.set_xticks(range(len(arms)), arms, rotation=60, fontsize=7)
     ax.set_title(k, fontsize=9)
   fig.tight_layout()
-  fig.savefig(r.plots_dir / 'scores.png', dpi=120)
+  fig.savefig(r.plots_dir / 'scores.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
 
 

@@ -394,7 +394,7 @@ def _plots(r, c, m: dict[str, np.ndarray], grid: dict[str, np.ndarray]
   fig.suptitle('OFTSR: fidelity (t -> 0) vs realism (t -> 1), mean +- sd '
                'over seeds', fontsize=9)
   fig.tight_layout()
-  fig.savefig(r.plots_dir / 'psnr_fd_vs_t.png', dpi=120)
+  fig.savefig(r.plots_dir / 'psnr_fd_vs_t.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
 
   digits = c.dataset == 'digits'

@@ -28,6 +28,7 @@ import optax
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import launch
+from iclrjax.core import logging as log_lib
 from iclrjax.diffusion import images
 from iclrjax.diffusion import likelihood as lik
 from iclrjax.diffusion import nets
@@ -343,9 +344,9 @@ def _plots(r, cfg, metrics, samples) -> None:
                 label='true entropy')
   ax.set_xticks(np.arange(len(cfg.datasets)) + width, cfg.datasets)
   ax.set_ylabel('test NLL bound (bits/dim)')
-  ax.legend(fontsize=7)
+  log_lib.outside_legend(ax, fontsize=7)
   fig.tight_layout()
-  fig.savefig(r.plots_dir / 'nll.png', dpi=120)
+  fig.savefig(r.plots_dir / 'nll.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
   keys = [f'{ds}_{kind}/bpd' for ds in cfg.datasets for kind in cfg.models]
   r.plot(keys, 'train_bpd', title='training NLL bound (bits/dim, minibatch)')

@@ -53,6 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 import contextlib
 import dataclasses
 import datetime
+import importlib
 import importlib.resources
 import json
 import logging as std_logging
@@ -345,6 +346,9 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
   quiet = log_lib.quiet_default() if quiet is None else quiet
   mesh = distributed.make_mesh(cfg.num_seeds)
   writer = log_lib.MetricWriter(wd, enabled=main_proc)
+  # TensorBoard's Text tab shows the config beside the scalars.
+  writer.write_text('config', '```\n' + json.dumps(cfg_json, indent=2)
+                    + '\n```')
   checkpointer = ckpt_lib.Checkpointer(
       wd / 'checkpoints', max_to_keep=cfg.get('keep_checkpoints', 3))
   run = Run(name=name, config=cfg, workdir=wd, writer=writer,
@@ -369,7 +373,7 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
           for k, v in distributed.to_host(dict(result.metrics)).items()
       },
       'claims': [c.to_json() for c in result.claims],
-      'command': command or f'python -m experiments.{name} --workdir={wd}',
+      'command': command or f'python -m experiments.{name}',
       'versions': {'jax': jax.__version__},
       'finished': datetime.datetime.now().isoformat(timespec='seconds'),
   }
@@ -405,8 +409,29 @@ def _quiet_library_logs() -> None:
   logging.get_absl_handler().addFilter(_DropLibraryInfo())
 
 
+def config_fields_help(name: str) -> str:
+  """'  field = default' lines of configs/<name>.py's default config, for
+  --help (a config that fails to load says so instead)."""
+  try:
+    cfg = importlib.import_module(f'configs.{name}').get_config()
+  except Exception as e:  # pylint: disable=broad-except
+    return f'  (configs/{name}.py did not load: {_one_line(e)})'
+  lines = []
+  def walk(d, prefix):
+    for k in sorted(d):
+      v = d[k]
+      if isinstance(v, dict) and v:
+        walk(v, f'{prefix}{k}.')
+      else:
+        lines.append(f'  {prefix}{k} = {v!r}')
+  walk(config_lib.to_dict(cfg), '')
+  return '\n'.join(lines)
+
+
 def _command_line() -> str:
-  argv = list(sys.argv)
+  """The command that reproduces this run, without --workdir (a path of this
+  machine that means nothing elsewhere)."""
+  argv = [a for a in sys.argv if not a.startswith('--workdir=')]
   if argv and argv[0].endswith('.py'):
     mod = pathlib.Path(argv[0]).with_suffix('')
     argv[0] = '.'.join(mod.parts[-2:])
@@ -466,7 +491,8 @@ def main(name: str, run_fn: RunFn, *,
     config_flags.DEFINE_config_file(
         'config', default_config_path(name),
         f'Config file, e.g. configs/{name}.py:smoke; override fields with '
-        f'--config.<field>=value.', lock_config=True)
+        f'--config.<field>=value. Fields (default):\n'
+        + config_fields_help(name), lock_config=True)
   flags.DEFINE_string('workdir', None,
                       f'Output directory (default: runs/{name}/<timestamp>, '
                       'or the newest unfinished run with the same config).')

@@ -259,6 +259,23 @@ def curves(rows: Sequence[Mapping[str, Any]],
   return np.asarray(steps), np.stack(vals)
 
 
+def series_style(i: int) -> dict[str, Any]:
+  """Colour and line style of the i-th series: 10 colours x 4 dash patterns,
+  so that up to 40 methods (a method and its ablations) stay distinct."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  colours = matplotlib.colormaps['tab10'].colors
+  styles = ('-', '--', ':', '-.')
+  return {'color': colours[i % len(colours)],
+          'linestyle': styles[(i // len(colours) + i) % len(styles)]}
+
+
+def outside_legend(ax, fontsize: float = 7, **kwargs) -> None:
+  """A legend to the right of `ax`, outside the data (save the figure with
+  bbox_inches='tight' so it is kept)."""
+  ax.legend(fontsize=fontsize, loc='upper left', bbox_to_anchor=(1.02, 1.0),
+            borderaxespad=0.0, frameon=False, **kwargs)
+
+
 def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
                 path: str | os.PathLike, *, title: str = '',
                 xlabel: str = 'step', ylabel: str = 'value',
@@ -266,8 +283,12 @@ def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
                 bounds: tuple[float, float] | None = None) -> pathlib.Path:
   """Plots (label, x [T], values [T, n]) series: mean and 95% band over n.
 
-  `bounds`: the range the metric cannot leave (e.g. (0, 1) for accuracy);
-  the t-band is clipped to it.
+  Each series gets its own colour and line style (`series_style`); the
+  legend sits outside the axes. `bounds`: the range the metric cannot leave
+  (e.g. (0, 1) for accuracy); the t-band is clipped to it. Without `bounds`,
+  a series whose every value is >= 0 (a regret, an error, a loss) has its
+  band clipped at 0. A series that is constant over x and seeds is drawn but
+  labelled '(constant)', so a flat panel says what it is.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
@@ -275,10 +296,11 @@ def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
 
   path = pathlib.Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
-  fig, ax = plt.subplots(figsize=(6, 4))
-  for label, steps, vals in series:
+  fig, ax = plt.subplots(figsize=(7.5, 4))
+  for i, (label, steps, vals) in enumerate(series):
     if not len(steps):
       continue
+    vals = np.asarray(vals, np.float64)
     mean = np.nanmean(vals, axis=1)
     n = vals.shape[1]
     if n > 1:
@@ -291,19 +313,25 @@ def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
       lo = np.maximum(lo, np.nanmin(vals, axis=1))
     if bounds is not None:
       lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
-    (line,) = ax.plot(steps, mean, label=f'{label} (n={n})')
-    ax.fill_between(steps, lo, hi, alpha=0.25,
-                    color=line.get_color(), linewidth=0)
+    elif np.nanmin(vals) >= 0:
+      lo = np.maximum(lo, 0.0)
+    text = f'{label} (n={n})'
+    if np.nanmax(vals) == np.nanmin(vals):
+      text += ' (constant)'
+    style = series_style(i)
+    ax.plot(steps, mean, label=text, **style)
+    ax.fill_between(steps, lo, hi, alpha=0.2, color=style['color'],
+                    linewidth=0)
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
   if logy:
     ax.set_yscale('log')
   if title:
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
   ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  if ax.get_legend_handles_labels()[0]:
+    outside_legend(ax, fontsize=8)
+  fig.savefig(path, dpi=100, bbox_inches='tight')
   plt.close(fig)
   return path
 
