@@ -24,7 +24,7 @@ import jax
 from benchmarks import timing
 from configs import arbuffer as arbuffer_config
 from experiments import arbuffer as exp
-from iclrjax.np import arbuffer as ab
+from iclrjax.neural_process import arbuffer as ab
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ arXiv 2510.09477; configs/arbuffer.py).
 
   python -m experiments.arbuffer --config=configs/arbuffer.py:smoke
 
-The method is `iclrjax/np/arbuffer.py`.
+The method is `iclrjax/neural_process/arbuffer.py`.
 
 Phase `train`: one model per seed (the vmapped axis) meta-trained on GP
 function draws with the paper's one-pass objective (AR and set mode
@@ -45,7 +45,7 @@ from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
 from iclrjax.core import timing
-from iclrjax.np import arbuffer as ab
+from iclrjax.neural_process import arbuffer as ab
 
 METHODS = ('buffer', 'reencode', 'marginal', 'gp_joint', 'gp_marginal',
            'buffer_wrong_y')

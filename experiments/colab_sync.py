@@ -31,7 +31,7 @@ _CHECK = flags.DEFINE_bool(
     'pyproject.toml (exit status 1 if any); write nothing.')
 
 _CELL = '''\
-# Installs iclrjax when this notebook runs on Colab (elsewhere: pip install -e . in a checkout).
+# Installs iclrjax (all extras) when this notebook runs on Colab (elsewhere: pip install -e . in a checkout).
 # REPO is written by `python -m experiments.colab_sync` from [project.urls] Repository in
 # pyproject.toml; set the environment variable {env} to install from a fork instead.
 import importlib.util, os, subprocess, sys
@@ -39,7 +39,7 @@ REPO = os.environ.get('{env}') or {url!r}
 if 'google.colab' in sys.modules and importlib.util.find_spec('iclrjax') is None:
   if not REPO:
     raise RuntimeError('No repository to install iclrjax from: run `%env {env}=https://github.com/<you>/iclrjax` (or `!pip install` your fork) and rerun this cell.')
-  subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', f'git+{{REPO}}'], check=True)'''
+  subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', f'iclrjax[all] @ git+{{REPO}}'], check=True)'''
 
 
 def repository_url(pyproject: str | pathlib.Path = ROOT / 'pyproject.toml'

@@ -54,6 +54,7 @@ import optax
 
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
+from iclrjax.core import extras
 from iclrjax.core import launch
 from iclrjax.core import loop as loop_lib
 from iclrjax.timeseries import tsfm_knobs as tk
@@ -174,7 +175,7 @@ def make_train(c: ml_collections.ConfigDict, fc: tk.ForecasterConfig):
 def load_real_series(names) -> dict[str, np.ndarray]:
   """statsmodels' bundled series (offline): yearly sunspots, weekly Mauna
   Loa CO2 (gaps linearly interpolated), yearly Nile flow."""
-  import statsmodels.api as sm  # pylint: disable=g-import-not-at-top
+  sm = extras.require('statsmodels.api', 'timeseries')
   cols = {'sunspots': 'SUNACTIVITY', 'co2': 'co2', 'nile': 'volume'}
   out = {}
   for n in names:

@@ -78,12 +78,12 @@ def test_install_cell_installs_the_repository_or_says_what_to_do(monkeypatch):
   monkeypatch.delenv(colab_sync.REPO_ENV, raising=False)
   url = 'https://github.com/someone/iclrjax'
   (cmd,) = _run_install_cell(monkeypatch, url)
-  assert cmd[-1] == f'git+{url}' and cmd[1:4] == ['-m', 'pip', 'install']
+  assert cmd[-1] == f'iclrjax[all] @ git+{url}' and cmd[1:4] == ['-m', 'pip', 'install']
   assert not _run_install_cell(monkeypatch, url, on_colab=False)
   # ICLRJAX_REPO overrides the generated URL.
   monkeypatch.setenv(colab_sync.REPO_ENV, 'https://github.com/fork/iclrjax')
   (cmd,) = _run_install_cell(monkeypatch, url)
-  assert cmd[-1] == 'git+https://github.com/fork/iclrjax'
+  assert cmd[-1] == 'iclrjax[all] @ git+https://github.com/fork/iclrjax'
   # No URL anywhere: one line saying what to set, and no pip.
   monkeypatch.delenv(colab_sync.REPO_ENV)
   with pytest.raises(RuntimeError) as e:

@@ -82,6 +82,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from iclrjax.core import extras
+
 CLIP_DENOMINATOR = 0.05   # propensities that divide: [0.05, 0.95]
 CLIP_WEIGHT = 1e-6        # everywhere else: away from exact 0 / 1
 KINDS = ('md', 'weak_overlap')
@@ -481,7 +483,7 @@ def nuisances_by_task(fit_predict, key, train, c_eval, x_eval) -> Nuisances:
 
 
 def _xgb_numpy(seed, inputs, target, inputs_eval, classify: bool):
-  import xgboost  # pylint: disable=g-import-not-at-top
+  xgboost = extras.require('xgboost', 'causal')
   if classify:
     model = xgboost.XGBClassifier(objective='binary:logistic',
                                   random_state=int(seed), **XGB_PARAMS)

@@ -77,6 +77,7 @@ import numpy as np
 from iclrjax.core import checkpoint as ckpt_lib
 from iclrjax.core import config as config_lib
 from iclrjax.core import distributed
+from iclrjax.core import extras
 from iclrjax.core import logging as log_lib
 from iclrjax.core import loop as loop_lib
 
@@ -505,7 +506,8 @@ def main(name: str, run_fn: RunFn, *,
       summary = execute(name, run_fn, cfg, workdir=flags.FLAGS.workdir,
                         schema=schema, check_fn=check_fn, preflight=preflight,
                         command=_command_line())
-    except (config_lib.ConfigError, MissingDataError) as e:
+    except (config_lib.ConfigError, MissingDataError,
+            extras.MissingExtraError) as e:
       print(f'error: {e}', file=sys.stderr)
       sys.exit(2)
     print(json.dumps({'metrics': {k: v['mean'] for k, v in

@@ -14,6 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from iclrjax.core import extras
+
 
 class NodeGraph(NamedTuple):
   x: np.ndarray
@@ -80,7 +82,7 @@ def karate(rng: np.random.Generator, train_per_class: int) -> NodeGraph:
   """Zachary's karate club (networkx): 34 members, the two clubs after the
   split as labels, one-hot identity features; the rest of the nodes split
   half validation, half test."""
-  import networkx as nx  # pylint: disable=g-import-not-at-top
+  nx = extras.require('networkx', 'graph')
   g = nx.karate_club_graph()
   n = g.number_of_nodes()
   y = np.array([0 if g.nodes[v]['club'] == 'Mr. Hi' else 1 for v in range(n)])

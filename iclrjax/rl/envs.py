@@ -37,6 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclrjax.core import extras
+
 EnvState = Any  # Any pytree; opaque to callers.
 
 _GYMNAX_PREFIX = 'gymnax:'
@@ -230,7 +232,7 @@ def _make_gymnax(env_id: str, **kwargs: Any) -> GymnaxEnv:
   # Build once to learn the params fields, then again with constructor args.
   # Imported here: gymnax creates JAX arrays at import time, which starts the
   # XLA backend and would make a later jax.distributed.initialize() fail.
-  import gymnax  # pylint: disable=g-import-not-at-top
+  gymnax = extras.require('gymnax', 'rl')
   probe_env, probe_params = gymnax.make(env_id)
   del probe_env
   fields = {f.name for f in dataclasses.fields(probe_params)}
@@ -246,7 +248,7 @@ def _make_brax(env_name: str, *, backend: str = 'mjx',
                episode_length: int = 1000, **kwargs: Any) -> BraxEnv:
   # Imported lazily: brax pulls in MuJoCo/MJX (seconds, and warnings about
   # optional GPU packages), which gymnax-only users should not pay for.
-  from brax import envs as brax_envs  # pylint: disable=g-import-not-at-top
+  brax_envs = extras.require('brax.envs', 'rl')
 
   if backend not in BRAX_BACKENDS:
     raise ValueError(f'backend must be one of {BRAX_BACKENDS}, got {backend!r}.')

@@ -78,6 +78,7 @@ import ml_collections
 import optax
 
 from iclrjax.core import config as cfg_lib
+from iclrjax.core import extras
 from iclrjax.rl import curricula
 from iclrjax.rl import networks
 from iclrjax.rl import rollout as ro
@@ -203,9 +204,11 @@ class SplineFlow:
                interval: float, lr: float, weight_decay: float):
     # Imported here: only the flow needs them, and flowjax is slow to import.
     # pylint: disable=g-import-not-at-top
-    import paramax
-    from flowjax import bijections, distributions, flows
-    from flowjax.train import losses
+    paramax = extras.require('paramax', 'rl')
+    bijections = extras.require('flowjax.bijections', 'rl')
+    distributions = extras.require('flowjax.distributions', 'rl')
+    flows = extras.require('flowjax.flows', 'rl')
+    losses = extras.require('flowjax.train.losses', 'rl')
 
     def build(key):
       return flows.masked_autoregressive_flow(

@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from iclrjax.core import data as data_lib
+from iclrjax.core import extras
 
 KINDS = ('mnist1d', 'synthetic_digits', 'shd', 'ntidigits')
 
@@ -81,7 +82,9 @@ def _spike_features(steps: int, neurons: int,
 @functools.lru_cache(maxsize=4)
 def _mnist1d_cached(num_samples: int, seed: int) -> dict[str, np.ndarray]:
   # Imported here: the package pulls in matplotlib and requests (~1 s).
-  from mnist1d.data import get_dataset_args, make_dataset  # pylint: disable=g-import-not-at-top
+  mnist1d_data = extras.require('mnist1d.data', 'snn')
+  get_dataset_args = mnist1d_data.get_dataset_args
+  make_dataset = mnist1d_data.make_dataset
   args = get_dataset_args()
   args.num_samples = int(num_samples)
   args.seed = int(seed)
@@ -402,7 +405,7 @@ def synthetic_digits_builder(num_classes: int = 10, neurons: int = 32,
 # -- SHD and N-TIDIGITS (local files only) -------------------------------------
 def _h5py():
   try:
-    import h5py  # pylint: disable=g-import-not-at-top
+    h5py = extras.require('h5py', 'snn')
   except ImportError as e:
     raise ImportError('Reading SHD / N-TIDIGITS needs h5py: '
                       '`pip install h5py`.') from e

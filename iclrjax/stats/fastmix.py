@@ -46,6 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from iclrjax.core import extras
+
 PyTree = Any
 LossFn = Callable[[PyTree, Any], jax.Array]     # per-example losses [B]
 
@@ -257,7 +259,7 @@ def regmix_fit(mixtures_MxK: np.ndarray, losses_M: np.ndarray, *,
   notebook's settings (1000 rounds, lr 1e-2, early stopping after 3 rounds
   on a held-out split); min_child_samples is LightGBM's 20 from 160 training
   mixtures up, rows / 8 below (at 56 rows the default allows two splits)."""
-  import lightgbm as lgb    # pylint: disable=import-outside-toplevel
+  lgb = extras.require('lightgbm', 'stats')
   rng = np.random.default_rng(seed)
   m = len(losses_M)
   idx = rng.permutation(m)

@@ -64,6 +64,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclrjax.core import extras
+
 PyTree = Any
 # (w, one example) -> its negative log-likelihood
 ExampleLoss = Callable[[PyTree, PyTree], jax.Array]
@@ -104,7 +106,8 @@ def posterior_grad(example_loss: ExampleLoss, w_star: PyTree | None, n: int,
       out = out - 0.5 * gamma * _sq_dist(w, w_star)
     return out
 
-  import blackjax  # pylint: disable=g-import-not-at-top  (its import starts the XLA backend)
+  # Imported here: its import starts the XLA backend.
+  blackjax = extras.require('blackjax', 'stats')
   return blackjax.sgmcmc.gradients.grad_estimator(
       logprior, lambda w, ex: -beta * example_loss(w, ex), n)
 
@@ -119,7 +122,7 @@ def sgld_step(key: jax.Array, position: PyTree, grad_fn, data: PyTree, *,
   idx = jax.random.randint(k_batch, (batch_size,), 0, n)
   batch = jax.tree.map(lambda a: a[idx], data)
   loss = full_loss(example_loss, position, batch)
-  import blackjax  # pylint: disable=g-import-not-at-top
+  blackjax = extras.require('blackjax', 'stats')
   new = blackjax.sgld(grad_fn).step(k_step, position, batch, step_size)
   return new, loss
 

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iclrjax.np import arbuffer as ab
+from iclrjax.neural_process import arbuffer as ab
 from tests.parity import common
 
 PAPER = ('Efficient Autoregressive Inference for Transformer Probabilistic '

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from iclrjax.core import extras
 from iclrjax.rl.reach.base import ReachEnv, ReachTask  # noqa: F401
 
 TASKS = ('toylevels', 'pendulum', 'hopper', 'dubins', 'lander')
@@ -23,6 +24,7 @@ def task_class(name: str) -> type[ReachTask]:
     from iclrjax.rl.reach import dubins
     return dubins.DubinsCircle
   if name == 'hopper':
+    extras.require('mujoco', 'rl')  # a one-line error when it is absent
     from iclrjax.rl.reach import hopper
     return hopper.HopperTerrain
   if name == 'lander':

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from iclrjax.kernels import base as kernels
-from iclrjax.np import arbuffer as ab
+from iclrjax.neural_process import arbuffer as ab
 
 CFG = ab.Config(d_model=32, num_heads=4, num_layers=2, d_ff=64,
                 buffer_size=8, num_components=4)

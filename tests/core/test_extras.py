@@ -1,0 +1,62 @@
+"""The lean install: optional dependencies fail with one line naming their
+extra, and iclrjax/core/extras.py agrees with pyproject.toml."""
+
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from iclrjax.core import extras
+from tests.conftest import ROOT
+
+
+def test_extras_match_pyproject():
+  with open(ROOT / 'pyproject.toml', 'rb') as f:
+    optional = tomllib.load(f)['project']['optional-dependencies']
+  for extra in extras.EXTRAS:
+    assert extra in optional, f'pyproject.toml has no extra {extra!r}'
+    assert f'iclrjax[{extra}]' in ' '.join(optional['all']) or extra in (
+        optional['all'][0]), extra
+  core = tomllib.load(open(ROOT / 'pyproject.toml', 'rb'))['project'][
+      'dependencies']
+  heavy = {'xgboost', 'brax', 'mujoco', 'gymnax', 'lightgbm', 'blackjax'}
+  assert not heavy & {d.split('>')[0].split('=')[0] for d in core}
+  assert 'iclrjax[all]' in optional['dev']
+
+
+def test_missing_module_names_its_extra(monkeypatch):
+  monkeypatch.setitem(sys.modules, 'xgboost', None)
+  with pytest.raises(extras.MissingExtraError) as e:
+    extras.require('xgboost', 'causal')
+  msg = str(e.value)
+  assert '\n' not in msg and "pip install 'iclrjax[causal]'" in msg
+
+
+def test_a_broken_import_inside_the_package_is_not_hidden(monkeypatch):
+  monkeypatch.setitem(sys.modules, 'statsmodels.api', None)
+  monkeypatch.delitem(sys.modules, 'statsmodels', raising=False)
+  with pytest.raises(extras.MissingExtraError):
+    extras.require('statsmodels.api', 'timeseries')
+  with pytest.raises(ValueError, match='unknown extra'):
+    extras.require('numpy', 'nope')
+
+
+def test_launcher_says_which_extra_in_one_line(tmp_path):
+  """The front-door XGBoost variant without xgboost: exit 2, one line."""
+  code = (
+      'import sys; sys.modules["xgboost"] = None; '
+      'sys.argv = ["experiments/frontdoor.py", '
+      '"--config=configs/frontdoor.py:smoke", '
+      '"--config.nuisance=xgb", '
+      f'"--workdir={tmp_path}"]; '
+      'from experiments import frontdoor; frontdoor.EXPERIMENT.main()')
+  out = subprocess.run([sys.executable, '-c', code], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, 'JAX_PLATFORMS': 'cpu',
+                            'ICLRJAX_QUIET': '1'})
+  assert out.returncode == 2, out.stderr[-2000:]
+  last = out.stderr.strip().splitlines()[-1]
+  assert last.startswith('error: xgboost is not installed') and (
+      "pip install 'iclrjax[causal]'" in last), last
