@@ -18,7 +18,7 @@ progression) as a real meta-test. Speed: joint sampling of
 
 Variants:
   smoke    CI size (seconds): a tiny model, 30 steps, small evaluation.
-  default  the notes' CPU design: d_model 64, 4 layers, 4 heads, 5
+  default  our CPU design: d_model 64, 4 layers, 4 heads, 5
            components, batch 64, 4000 Adam steps, 3 seeds.
   paper    AR-nanoTabPFN's trainer (`ar_tabpfn/configs/
            train_tabular_online.yaml`): d_model 128, 12 layers, d_ff 256,
@@ -26,7 +26,7 @@ Variants:
            with 2000 warm-up steps, 20k steps, AdamW (0.9, 0.95), clip 1 (a
            GPU run; the paper's GP-task tables are not extracted).
 
-Pass criteria (the notes' design, section 3): joint NLL per target of the
+Pass criteria: joint NLL per target of the
 buffer within `eval.margin` nats of re-encoding and below the marginal NLL
 on tasks with few context points; sampling >= `speed.min_ratio` x faster
 than re-encoding.

@@ -13,7 +13,7 @@ and the scene style equals the action with probability 0.95; OOD = the
 unseen (action, digit) pairs on decorrelated scenes.
 
 Calibration (pilots, 2-3 seeds, concat baseline ID / OOD accuracy): the
-notes' easy toy 0.994 / 0.946; stripes amplitude 1.0, spurious 0.9, 1500
+our easy toy 0.994 / 0.946; stripes amplitude 1.0, spurious 0.9, 1500
 steps: 0.936 / 0.549 (cde 0.889 / 0.544: no gain, the drop is mostly
 compositional); amplitude 1.5, spurious 0.95, 1000 steps: 0.955 / 0.238
 (the baseline reads the scene; delta 0.966 / 0.678, cde 0.928 / 0.491,

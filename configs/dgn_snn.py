@@ -41,7 +41,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.num_seeds = 3
   c.data = 'mnist1d'
   c.data_dir = ''
-  # Spiking MNIST-1D as in the paper notes' pilot: each of the 40 values is
+  # Spiking MNIST-1D as in our pilot: each of the 40 values is
   # held for 2 steps (T = 80) and encoded by 32 Gaussian receptive fields
   # (peak firing probability 1, width = centre spacing): ~0.078 spikes per
   # input neuron and step.

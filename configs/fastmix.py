@@ -3,7 +3,7 @@ against uniform, DoReMi, RegMix and an oracle.
 
   python -m experiments.fastmix --config=configs/fastmix.py:smoke
 
-Part A (`synthetic`): the notes' 4-source classifier (the target task, the
+Part A (`synthetic`): our 4-source classifier (the target task, the
 same labelling under shifted inputs, random labels, an unrelated labelling;
 finite pools), a ReLU MLP; each search is one proxy run of `search_steps`
 (RegMix: `num_proxies` of them), and every method's mixture then
@@ -11,7 +11,7 @@ trains a fresh model for `final_steps`, scored on the target's test set.
 
 Variants:
   smoke    CI size (seconds): 2 seeds, tiny runs.
-  default  the notes' set-up: 5 seeds, 64 RegMix proxies of a quarter of
+  default  our set-up: 5 seeds, 64 RegMix proxies of a quarter of
            the final budget, 64 oracle mixtures.
   paper    the paper's search scale: 512 RegMix proxies, 10 seeds, the
            released code's proxy LM (hidden 256, 2 layers, 8 heads) and a

@@ -15,13 +15,13 @@ oracle). Full-batch AdamW, test accuracy at the best validation step.
 
 Variants:
   smoke    CI size (seconds): n = 150, 2 trees, 20 steps, 2 seeds.
-  default  the notes' CPU pilot (section 4): n = 2000, K = 8, beta = 4,
+  default  our CPU pilot: n = 2000, K = 8, beta = 4,
            200 steps (validation every 5), 5 seeds; h in {0.8, 0.6} at SNR 0.3 and h = 0.6 at
            SNR 0.6 (the FGL >= GCN gate).
   paper    Planetoid Cora with its public split (the files in
            `data.data_dir`; the paper's tables are not extracted), 10 seeds.
 
-Pass criteria (the notes, section 4, calibrated on their pilot): DP ==
+Pass criteria (calibrated on a CPU pilot): DP ==
 path products < 1e-9 (float64); tree-edge homophily of uniform trees
 within 0.02 of the graph's, estimator trees >= graph + 0.08, oracle >=
 0.98; accuracy uniform < estimated < oracle on every seed; FGL-est >= GCN

@@ -12,7 +12,7 @@ numerator; RMSE of the out-of-fold tau-hat(C) against the true tau(C),
 
 Variants:
   smoke    CI size: d = 4, 2 replications, n in {600, 1200}.
-  default  the paper notes' calibration: d = 10, 5 replications, n in
+  default  our calibration: d = 10, 5 replications, n in
            {1000, 2500, 5000, 10000, 20000} at delta = 0.5 and at 0, the
            delta sweep and the weak-overlap sweep (kappa 2 .. 10) at
            n = 5000; linear / logistic nuisances (nuisance = 'linear').

@@ -17,7 +17,7 @@ cohering effect), and IF seeing modality a only. Full-batch AdamW.
 
 Variants:
   smoke    CI size (seconds): tiny nets, 20 steps, 2 seeds.
-  default  the notes' CPU pilot design: encoders 16 -> 64 -> 8, fusion MLP
+  default  our CPU pilot design: encoders 16 -> 64 -> 8, fusion MLP
            64, LF heads 64-64, n_train in {200, 2000}, 2000 steps, lr 1e-3,
            5 seeds, 5000 XOR test points.
   paper    larger networks and longer training (the paper's own tasks,

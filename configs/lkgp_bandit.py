@@ -4,7 +4,7 @@
 
 Variants:
   smoke   (CI, seconds) tiny horizon, 2 seeds.
-  default (CPU, ~minutes) the calibrated pilot of ../shared/papers/stats.md:
+  default (CPU, ~minutes) a pilot calibrated on the paper's Sec. 5 setting:
           n=20 users, connected ER(0.2) graph, rho=0.1, 200 arms in [-1,1]^5,
           10 visible per round, T=500, noise 0.1, lam=noise^2, beta=nu=0.5,
           regimes gp_draw (claims 1-2, the algorithms' rho and lengthscale

@@ -4,7 +4,7 @@
 
 Variants:
   smoke    CI size (a 1-layer D=32 model, a few steps of each phase).
-  default  the calibration of ../shared/papers/llm.md A.0: 3-digit addition,
+  default  a CPU calibration of GRPO (arXiv 2402.03300): 3-digit addition,
            a 2-layer D=64 H=4 F=256 decoder, SFT of batch 128 (AdamW 3e-3)
            until greedy exact-match on a 256-prompt probe set (checked
            every 10 steps) reaches 0.2 (at most 1500 steps; 600 gave ~0.19

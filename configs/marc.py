@@ -19,7 +19,7 @@ C-GRPO (+ gated r_c, tau 0.6), C-GRPO ungated.
 
 Variants:
   smoke    CI size (seconds): a 1-layer D = 16 model, a few steps.
-  default  the notes' CPU design (../shared/papers/llm.md A.2), 3 seeds.
+  default  a CPU design of the paper's Sec. 3 set-up (arXiv 2510.07915), 3 seeds.
   paper    the paper's layout at a GPU size: 64 frames, 8 events, a
            D = 512 8-layer decoder, G = 8, 5K RL questions (the paper's
            student is Qwen2.5-VL-3B on real videos; not run here).

@@ -23,7 +23,7 @@ Variants:
            1000 tasks (R-WoM itself prompts Claude-3.7 / Qwen2.5-VL-72B on
            OSWorld and WebArena, which is out of reach here).
 
-Pass criteria (../shared/papers/llm.md A.5 and the issue):
+Pass criteria (the paper's Sec. 4 claims, arXiv 2510.11892, at our scale):
   probe      without retrieval on v2, next-state identification >=
              claims.min_next_state while full-procedure alignment <=
              claims.max_alignment (control: the same probe on v1);

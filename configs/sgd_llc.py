@@ -18,7 +18,7 @@ Variants:
   smoke    CI size (seconds): tiny chains, 8 runs of 300 steps.
   default  n = 4000 for the estimator (5 seeds); 64 moons runs of 5k + 10k
            steps (batch 64, noise 0.3); 87 s on 2 CPU cores (8d864ce).
-  paper    the notes' set-up: 200 runs, lr 0.05, batch 256, 5k warm-up + 20k
+  paper    our set-up: 200 runs, lr 0.05, batch 256, 5k warm-up + 20k
            late steps, n = 2000 (appendix G's exact values are not in the
            notes), longer LLC chains.
 
@@ -57,7 +57,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   l.num_steps = 4000
   l.num_burnin = 1000
   l.batch_size = 256
-  l.step_size = 5e-5             # blackjax's eps (the notes' SGLD step / 2)
+  l.step_size = 5e-5             # blackjax's eps (the paper's SGLD step / 2)
   l.gamma = 10.0                 # localisation
   l.minimise_steps = 2000        # full-batch GD to the minimum w*
   l.minimise_lr = 0.1

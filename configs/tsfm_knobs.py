@@ -18,12 +18,12 @@ context, and statsmodels' sunspots, CO2 and Nile series.
 
 Variants:
   smoke    CI size (seconds): tiny models, a few steps, 2 seeds.
-  default  the paper notes' design: context 128, horizon 32, 2 layers,
+  default  our design: context 128, horizon 32, 2 layers,
            d = 64, patches 4 / 16 / 32, 3 seeds, 1500 steps of batch 64
            per model; 531 s on 2 CPU cores (0e722d6).
   paper    a larger budget: 4 layers, d = 128, 20k steps, batch 256, 5
            seeds (an accelerator's work; the paper's own pre-training
-           corpora and sizes are not in the notes).
+           corpora and sizes are not stated in the paper).
 
 Pass criteria (design-stage, from the paper notes; calibrated by a pilot,
 see the experiment's docstring): MASE(k=32) / MASE(k=4) >= 1.5 on periods

@@ -25,7 +25,7 @@ Variants:
            D=512 decoder (Uni-CoT itself fine-tunes the 7B BAGEL-MoT on 31K
            multimodal samples, which is out of reach here).
 
-Pass criteria (../shared/papers/llm.md A.1 and the issue):
+Pass criteria (the paper's Sec. 3 claims, arXiv 2508.05606, at our scale):
   mask   gradient probes (jit and not): exactly zero from a step-t row to
          step t - 2 and to earlier sub-goals' intermediates, non-zero to step
          t - 1's state and to z_i; the causal mask (control) leaks;

@@ -20,7 +20,7 @@ W2S) and is then retrained by Enhanced-W2S; the two mismatch settings
 
 Variants:
   smoke    CI size (seconds): d_z = 8, 2 seeds, tiny training.
-  default  the notes' calibration at n = 4096 (gamma_T = 1/16), 5 seeds;
+  default  our calibration at n = 4096 (gamma_T = 1/16), 5 seeds;
            82 s on 2 CPU cores (21d368b).
   paper    the paper's synthetic scale d_z = 2048 (d_T = 8192, n = N =
            32768: gamma_T = 1/4), one sweep point per phase, 10 seeds,

@@ -1,7 +1,16 @@
-"""Writes the Colab install cell of every colabs/*.ipynb from pyproject.toml.
+"""Writes the generated cells of every colabs/*.ipynb; executes them.
 
   python -m experiments.colab_sync            # rewrite the cells that differ
   python -m experiments.colab_sync --check    # list them and exit 1, change nothing
+  python -m experiments.colab_sync --execute  # also run every notebook, saving its outputs
+  python -m experiments.colab_sync --execute --only=fge,dlm
+
+Generated cells: the install cell (below), and after it the recorded
+results (`site.show(<name>)`: the default run's claims table and figures
+from results/) with a note that the smoke run that follows is too small to
+test the claims. Notebooks are committed with their outputs (the site
+renders them without running them; tests/test_docs.py checks every code cell
+has output); `--execute` runs each top to bottom at its smoke size.
 
 Colab has no checkout, so the first code cell of each notebook holds the
 repository URL as a literal. Its one source is `[project.urls] Repository` in
@@ -26,9 +35,9 @@ import nbformat
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REPO_ENV = 'ICLRJAX_REPO'
 
-_CHECK = flags.DEFINE_bool(
-    'check', False, 'Only list the notebooks whose install cell differs from '
-    'pyproject.toml (exit status 1 if any); write nothing.')
+# Flags are defined when this runs as a program (report.py, imported
+# beside it by the tests, has its own --check).
+_EXECUTE = _ONLY = _CHECK = None
 
 _CELL = '''\
 # Installs iclrjax (all extras) when this notebook runs on Colab (elsewhere: pip install -e . in a checkout).
@@ -63,22 +72,91 @@ def first_code_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
   return next(c for c in nb.cells if c.cell_type == 'code')
 
 
+_TAG = 'iclrjax'   # cell metadata key of the generated result cells
+
+RECORDED_MD = """\
+## Recorded results
+
+The default config's run as recorded in `results/{name}/default/` (the
+numbers and figures of the paper's page, docs/papers/{name}.md): each claim
+with the paper's number where it states one, ours, the control that fails
+it, and whether it holds."""
+
+SMOKE_MD = """\
+## Smoke run
+
+The cells below run the **`smoke` config**: small enough for a free CPU in
+minutes, and **too small to test the claims**, so the verdicts it prints
+(often 'does not hold') say nothing about the paper; the recorded run above
+does. Set `VARIANT = None` for the default config (its wall time is in the
+table above) or `'paper'` for the paper's scale."""
+
+
+def _generated(nb: nbformat.NotebookNode, kind: str):
+  return next((i for i, c in enumerate(nb.cells)
+               if c.metadata.get(_TAG) == kind), None)
+
+
+def result_cells(name: str) -> list[nbformat.NotebookNode]:
+  cells = [nbformat.v4.new_markdown_cell(RECORDED_MD.format(name=name)),
+           nbformat.v4.new_code_cell(
+               f"from experiments import site\nsite.show('{name}')"),
+           nbformat.v4.new_markdown_cell(SMOKE_MD)]
+  for c, kind in zip(cells, ('recorded', 'show', 'smoke')):
+    c.metadata[_TAG] = kind
+  return cells
+
+
+def sync_notebook(nb: nbformat.NotebookNode, name: str, url: str) -> bool:
+  """Rewrites `nb`'s generated cells in place; True if anything changed."""
+  changed = False
+  first = first_code_cell(nb)
+  if first.source != install_cell(url):
+    first.source = install_cell(url)
+    changed = True
+  want = result_cells(name)
+  at = nb.cells.index(first) + 1
+  for offset, cell in enumerate(want):
+    i = _generated(nb, cell.metadata[_TAG])
+    if i is None:
+      nb.cells.insert(at + offset, cell)
+      changed = True
+    elif nb.cells[i].source != cell.source or i != at + offset:
+      old = nb.cells.pop(i)
+      old.source = cell.source
+      nb.cells.insert(at + offset, old)
+      changed = True
+  return changed
+
+
 def sync(root: str | pathlib.Path = ROOT, *, check: bool = False
          ) -> list[pathlib.Path]:
-  """Notebooks under `root`/colabs whose install cell differs; rewritten
+  """Notebooks under `root`/colabs whose generated cells differ; rewritten
   (their other cells untouched) unless `check`."""
-  cell = install_cell(repository_url(pathlib.Path(root) / 'pyproject.toml'))
+  url = repository_url(pathlib.Path(root) / 'pyproject.toml')
   stale = []
   for path in notebooks(root):
     nb = nbformat.read(path, as_version=4)
-    first = first_code_cell(nb)
-    if first.source == cell:
+    if not sync_notebook(nb, path.stem, url):
       continue
     stale.append(path)
     if not check:
-      first.source = cell
       nbformat.write(nb, path)
   return stale
+
+
+def execute(path: pathlib.Path, root: pathlib.Path = ROOT,
+            timeout: int = 1800) -> None:
+  """Runs a notebook top to bottom from the repository root and saves it
+  with its outputs."""
+  import os  # pylint: disable=g-import-not-at-top
+  from nbclient import NotebookClient  # pylint: disable=g-import-not-at-top
+  nb = nbformat.read(path, as_version=4)
+  os.environ.setdefault('MPLBACKEND', 'Agg')
+  client = NotebookClient(nb, timeout=timeout, kernel_name='python3',
+                          resources={'metadata': {'path': str(root)}})
+  client.execute()
+  nbformat.write(nb, path)
 
 
 def main(argv):
@@ -98,8 +176,30 @@ def main(argv):
           file=sys.stderr)
     sys.exit(1)
   if not stale:
-    print(f'all notebooks install from {url!r}')
+    print(f'all notebooks install from {url!r} and show their results')
+  if _EXECUTE.value:
+    import time  # pylint: disable=g-import-not-at-top
+    for path in notebooks():
+      if _ONLY.value and path.stem not in _ONLY.value:
+        continue
+      t0 = time.perf_counter()
+      execute(path)
+      print(f'executed {path.relative_to(ROOT)} '
+            f'({time.perf_counter() - t0:.0f} s)', flush=True)
+
+
+def _define_flags() -> None:
+  global _EXECUTE, _ONLY, _CHECK
+  _EXECUTE = flags.DEFINE_bool(
+      'execute', False, 'Run every notebook top to bottom (its smoke config) '
+      'and save it with its outputs.')
+  _ONLY = flags.DEFINE_list('only', [], 'With --execute: only these notebooks '
+                            '(names without .ipynb).')
+  _CHECK = flags.DEFINE_bool(
+      'check', False, 'Only list the notebooks whose install cell differs from '
+      'pyproject.toml (exit status 1 if any); write nothing.')
 
 
 if __name__ == '__main__':
+  _define_flags()
   app.run(main)

@@ -58,7 +58,7 @@ from iclrjax.snn import surrogate
 # Evaluation-time perturbations: the input-spike ones of `snn.perturb` and
 # Gaussian current noise on the membranes.
 PERTURBATIONS = (*perturb.PERTURBATIONS, 'current')
-# Claim margins (calibrated on the paper notes' pilot, ../shared/papers/seq.md).
+# Claim margins (calibrated on a CPU pilot of the paper's robustness set-up).
 CLEAN_MARGINS = (('lif', 0.10), ('alif', 0.05))
 PERTURBED_MARGIN = 0.05
 PERTURBED_LEVELS = (('insert', 0.02), ('delete', 0.3))

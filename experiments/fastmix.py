@@ -5,7 +5,7 @@
 
 The method and the baselines are `iclrjax/stats/fastmix.py`.
 
-Part A, the notes' synthetic classifier: K = 4 sources for one MLP on
+Part A, our synthetic classifier: K = 4 sources for one MLP on
 R^d (S1 the target task, S2 the same labelling under shifted inputs, S3
 random labels, S4 an unrelated labelling), each a finite pool; a target
 validation set (what the searches see) and a target test set (what the

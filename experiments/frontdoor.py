@@ -144,7 +144,7 @@ def _slope(ns, rmse) -> float:
 
 
 def evaluate_claims(cfg, tables) -> list[launch.Claim]:
-  """The paper's orderings and rates at the notes' calibration, each with
+  """The paper's orderings and rates at our calibration, each with
   the control that would fail it."""
   idx = {k: i for i, k in enumerate(ESTIMATORS)}
   pick = [cfg.n_grid.index(n) for n in cfg.claim_ns]

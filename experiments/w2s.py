@@ -11,7 +11,7 @@ eta_u, ||mu_S||, alignment) is one row of a vmapped seed axis in a one-step
 phase; row i of every point uses seed i (the same frames T, S and the same
 draws: common random numbers across the grid), and records the teacher's and
 the student's exact excess risks on D(eta_t), the closed form and the
-limit as the notes quote it.
+limit as the paper states it.
 
 Part B, spurious digits: phase `pretrain` trains the student's CNN on digit
 identity (backgrounds at random) on its own pool of train digits; per

@@ -70,7 +70,8 @@ def test_report_from_two_fake_summaries(tmp_path):
         name, holds, '2026-01-01T00:00:00', control=f'{name} ablation: 3.0',
         paper='0.27 bpd')))
   out = tmp_path / 'RESULTS.md'
-  proc = run_module('experiments.report', f'--runs={runs}', f'--out={out}',
+  proc = run_module('experiments.report', '--nosite', f'--runs={runs}',
+                    f'--out={out}',
                     f'--parity={tmp_path / "absent.json"}')
   assert proc.returncode == 0, proc.stderr
   (claims_header, claims), *metric_tables = _tables(out.read_text())

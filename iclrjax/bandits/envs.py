@@ -1,7 +1,7 @@
 """Synthetic multi-user bandit environments on a user graph.
 
 Setting of Wu & Amini, "Laplacian Kernelized Bandit" (arXiv 2601.00461),
-Sec. 5 (as recovered in ../shared/papers/stats.md, section 1): n users on a
+Sec. 5: n users on a
 graph with weights W; a fixed pool of M arms in R^d; at round t a user u_t
 arrives uniformly at random, a random subset D_t of the arms is visible, the
 learner picks x_t in D_t and sees y_t = f_{u_t}(x_t) + eps_t. Regret is

@@ -99,7 +99,7 @@ def user_kernel(kind: str, W: jax.Array, rho: float | jax.Array,
   """K_G of an algorithm, normalised to mean diagonal 1.
 
   'permuted' (and 'permuted2', given another `perm`) is the Laplacian
-  kernel of W with its users relabelled by `perm` (W[perm][:, perm]);
+  kernel of W with its users relabelled by `perm` (`W[perm][:, perm]`);
   'coop' starts independent (no data yet).
   """
   n = W.shape[0]

@@ -1,8 +1,8 @@
 """BWCache: block-wise caching of DiT features across sampling steps.
 
 Cui et al., "Accelerating Video Diffusion Transformers through Block-Wise
-Caching", arXiv 2509.13789 (ICLR 2026); algorithm as summarised in
-shared/papers/gen.md section 5.2 (secondary notes; check against the PDF).
+Caching", arXiv 2509.13789 (ICLR 2026), Sec. 3 (the block-wise indicator
+and reuse rule).
 
 Sampling runs T steps k = 0..T-1 from t_k to t_{k+1} on the uniform grid
 t_k = 1 - k / T (t = 1 noise, t = 0 data, `flow.time_grid`). At each step

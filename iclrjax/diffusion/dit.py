@@ -60,7 +60,7 @@ _normal002 = nn.initializers.normal(0.02)
 
 def sinusoidal_embedding(t: jax.Array, dim: int,
                          max_period: float = 10000.0) -> jax.Array:
-  """t [...] -> [cos(t w_k), sin(t w_k)] [..., dim].
+  """`t [...] -> [cos(t w_k), sin(t w_k)] [..., dim]`.
 
   w_k = max_period^(-k / (dim // 2)), k = 0 .. dim // 2 - 1 (as DiT/ADM).
   """

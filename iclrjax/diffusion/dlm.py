@@ -396,7 +396,7 @@ class Circuit:
 
   `layers[l] = (wires [m, k], tables [m, 2^k])`: gate g of layer l + 1
   reads bits wires[g] of layer l (layer 0 = the inputs) and outputs
-  tables[g][sum_j bit_j 2^(k-1-j)]. The output is the last layer.
+  `tables[g][sum_j bit_j 2^(k-1-j)]`. The output is the last layer.
   """
   n_inputs: int
   layers: tuple[tuple[np.ndarray, np.ndarray], ...]

@@ -3,9 +3,8 @@
 Yao et al., "Flow2GAN: Hybrid Flow Matching and GAN with Multi-Resolution
 Network for Few-step High-Fidelity Audio Generation", arXiv 2512.23278 (ICLR
 2026). The losses follow the official code (k2-fsa/Flow2GAN,
-`flow2gan/models/{generator,modules,gan}.py`) as summarised in
-shared/papers/gen.md section 4.2; equation labels below refer to that
-summary.
+`flow2gan/models/{generator,modules,gan}.py`); equation labels below are
+the paper's Sec. 3 quantities.
 
 Stage 1, flow matching (time t = 0 noise -> t = 1 data, as in the code):
 

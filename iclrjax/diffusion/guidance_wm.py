@@ -2,7 +2,7 @@
 
 Gesny, Giboulot, Furon, Chappelier, "Guidance Watermarking for Diffusion
 Models", arXiv 2509.22126 (ICLR 2026); no official code. Equation numbers
-are the paper's (shared/papers/gen.md section 2.2); the signs of Eq. 7 and of
+are the paper's (Sec. 3); the signs of Eq. 7 and of
 the guidance step were re-derived here (the printed ones are inconsistent,
 see below).
 

@@ -5,9 +5,9 @@ Super-Resolution with Tunable Fidelity-Realism Trade-offs", arXiv 2412.09465
 (ICLR 2026). The teacher loss, the one-step sample, the teacher's RK2 rule
 and the SR operators match the released code (yuanzhi-zhu/OFTSR at 003b6f4:
 `fm/flow_matching.py`, `fm/sampling.py`, `fm/measurements.py`;
-tests/parity/test_oftsr.py). The student's distillation code (`distill_fm.py`
-in shared/papers/gen.md section 3.2) is NOT in the released repository, so
-the student losses below follow the paper and those notes, unchecked against
+tests/parity/test_oftsr.py). The student's distillation code (`distill_fm.py`)
+is NOT in the released repository, so the student losses below follow the
+paper's Sec. 3, unchecked against
 code; the equation names are the paper's Sec. 3 quantities (numbers not
 checked against the PDF). Deliberate: `euler_sample` steps by (T - eps) / N
 on its grid, where the release's Euler sampler steps by 1 / N on a grid
@@ -239,7 +239,7 @@ def sample_times(key: jax.Array, n: int, t_min: float = 0.01,
 def distill_losses(student: Velocity, teacher: Velocity, x0: jax.Array,
                    t: jax.Array, s: jax.Array, t_min: float = 0.01,
                    r: float = 0.5) -> dict[str, jax.Array]:
-  """The three student losses of OFTSR ('v_boot'; the notes' `distill_fm.py`,
+  """The three student losses of OFTSR ('v_boot'; the paper's `distill_fm.py`,
   not in the released repository).
 
   Args:

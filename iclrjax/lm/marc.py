@@ -2,8 +2,7 @@
 arXiv 2510.07915, ICLR 2026), on synthetic event videos and `lm.model`.
 
 The method has three parts (paper Sec. 3; the reference code was not
-available, the definitions follow the paper text as summarised in
-../shared/papers/llm.md A.2):
+available, the definitions follow the paper text, arXiv 2510.07915):
 
 1. **Visual Memory Retriever (VMR).** An event-boundary detector splits the
    video into event clips; the query and the clips are embedded in one

@@ -376,7 +376,7 @@ def decode_mask(num_new: int) -> jax.Array:
 
 
 def decode_tokens(params, cfg: Config, x_prev, y_prev, x_t, t) -> jax.Array:
-  """The tokens [b_{t-1}, t_t] [B, 2, D] that decode step t >= 1 runs:
+  """The tokens `[b_{t-1}, t_t]` (`[B, 2, D]`) that decode step t >= 1 runs:
   b_{t-1} = (x_{t-1}, y_{t-1}) at buffer position t - 1 (mod K), the
   position training and the teacher-forced joint density give it
   (AR-nanoTabPFN's sampler gives it position t: module doc)."""

@@ -14,7 +14,7 @@ the expectation over the tempered, localised posterior
   p(w) oc exp(-n beta L_n(w) - gamma / 2 ||w - w*||^2),               (Eq. 2)
 
 sampled with SGLD (`blackjax.sgld`: w <- w + eps grad log p_batch(w) +
-sqrt(2 eps) N(0, I), so blackjax's eps is half the notes' SGLD step) with
+sqrt(2 eps) N(0, I), so blackjax's eps is half the paper's SGLD step) with
 minibatch gradients, chains a vmapped axis (`estimate_llc`). E_w[L_n] is the
 average over the post-burn-in draws of the minibatch loss at the draw (an
 unbiased estimate of L_n there). For a regular model with Hessian H at w*,
