@@ -19,7 +19,7 @@ progression) as a real meta-test. Speed: joint sampling of
 Variants:
   smoke    CI size (seconds): a tiny model, 30 steps, small evaluation.
   default  our CPU design: d_model 64, 4 layers, 4 heads, 5
-           components, batch 64, 4000 Adam steps, 3 seeds.
+           components, batch 64, 3000 Adam steps, 3 seeds.
   paper    AR-nanoTabPFN's trainer (`ar_tabpfn/configs/
            train_tabular_online.yaml`): d_model 128, 12 layers, d_ff 256,
            K = 32, 20 components, N_c = 64, N_t = 512, batch 64, lr 1e-3

@@ -24,7 +24,7 @@ Variants:
            vision-language / RGB-D / multimodal KG, are not reproduced; its
            hyperparameters were not extracted).
 
-Pass criteria (calibrated on the pilot, notes section 6b): XOR IF >= LF +
+Pass criteria (calibrated on a CPU pilot): XOR IF >= LF +
 0.30 at both n_train and LF <= 0.60; digits: IF >= LF + eval.digits_margin;
 the cohering effect reported as IID - IF over seeds with a 95% CI against
 the reseeded-IF control.

@@ -11,7 +11,7 @@ over 256 uniform bins), normalisation (Chronos mean scaling at every patch
 size, for the outlier study) and embedding (Chronos tokens: mean scaling +
 uniform bins, against the mean-scaled continuous model). All are trained on
 the same stream of synthetic series (sums of 1-3 sinusoids with
-log-uniform periods in [4, 128], trends, noise, level shifts; 20% jump
+log-uniform periods in [4, 128], trends, noise, level shifts; 10% jump
 series whose future is +-a) and evaluated on held-out synthetic series,
 pure sinusoids binned by period, bimodal futures, a 10-sigma spike in the
 context, and statsmodels' sunspots, CO2 and Nile series.

@@ -100,7 +100,11 @@ def hardware(s: dict[str, Any]) -> str:
   kind = str(s.get('device_kind') or '')
   name = backend.upper() if kind.lower() in ('', 'cpu', backend) else kind
   n = s.get('devices', 1)
-  return name if n in (1, None) else f'{name} x{n}'
+  text = name if n in (1, None) else f'{name} x{n}'
+  cpus = s.get('host_cpus')
+  if name == 'CPU' and cpus:
+    text += f' ({cpus} cores)'
+  return text
 
 
 def short_commit(s: dict[str, Any]) -> str:

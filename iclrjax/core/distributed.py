@@ -211,4 +211,5 @@ def describe(mesh: Mesh | None = None) -> dict[str, Any]:
       'device_kind': devs[0].device_kind if devs else 'none',
       'processes': jax.process_count(),
       'mesh': mesh_size(mesh),
+      'host_cpus': os.cpu_count(),
   }
