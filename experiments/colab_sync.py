@@ -107,9 +107,38 @@ def result_cells(name: str) -> list[nbformat.NotebookNode]:
   return cells
 
 
+def claims_md(name: str, root: pathlib.Path = ROOT) -> str:
+  """The claims the paper's experiment tests (from its recorded default run),
+  and what the notebook shows."""
+  import json  # pylint: disable=g-import-not-at-top
+  path = root / 'results' / name / 'default' / 'summary.json'
+  claims = (json.loads(path.read_text()).get('claims') or []
+            if path.exists() else [])
+  lines = ['**The claims tested** (each with a control that fails it):', '']
+  lines += [f'{i}. {c["claim"]}' for i, c in enumerate(claims, 1)]
+  if not claims:
+    lines = ['No recorded run yet; `python -m experiments.report --record` '
+             'adds one.']
+  lines += ['', 'This notebook shows the recorded default run (its claims '
+            'table and figures), then runs the method and the experiment at '
+            'the `smoke` size.']
+  return '\n'.join(lines)
+
+
 def sync_notebook(nb: nbformat.NotebookNode, name: str, url: str) -> bool:
   """Rewrites `nb`'s generated cells in place; True if anything changed."""
   changed = False
+  claims = nbformat.v4.new_markdown_cell(claims_md(name))
+  claims.metadata[_TAG] = 'claims'
+  i = _generated(nb, 'claims')
+  if i is None:
+    nb.cells.insert(1, claims)
+    changed = True
+  elif nb.cells[i].source != claims.source or i != 1:
+    old = nb.cells.pop(i)
+    old.source = claims.source
+    nb.cells.insert(1, old)
+    changed = True
   first = first_code_cell(nb)
   if first.source != install_cell(url):
     first.source = install_cell(url)
@@ -145,6 +174,24 @@ def sync(root: str | pathlib.Path = ROOT, *, check: bool = False
   return stale
 
 
+def scrub(nb: nbformat.NotebookNode, root: pathlib.Path = ROOT) -> None:
+  """Drops this machine's paths from `nb`'s outputs (the repository root
+  becomes '.', a Python installation's site-packages '<site-packages>')."""
+  import re  # pylint: disable=g-import-not-at-top
+  site_pkgs = re.compile(r'/[^\s\'"]*?/site-packages')
+  def clean(text: str) -> str:
+    return site_pkgs.sub('<site-packages>', text.replace(str(root), '.'))
+  for cell in nb.cells:
+    for out in cell.get('outputs', []):
+      if 'text' in out:
+        out['text'] = clean(out['text'])
+      for key, value in out.get('data', {}).items():
+        if key.startswith('text/') and isinstance(value, str):
+          out['data'][key] = clean(value)
+      if 'traceback' in out:
+        out['traceback'] = [clean(t) for t in out['traceback']]
+
+
 def execute(path: pathlib.Path, root: pathlib.Path = ROOT,
             timeout: int = 1800) -> None:
   """Runs a notebook top to bottom from the repository root and saves it
@@ -156,6 +203,7 @@ def execute(path: pathlib.Path, root: pathlib.Path = ROOT,
   client = NotebookClient(nb, timeout=timeout, kernel_name='python3',
                           resources={'metadata': {'path': str(root)}})
   client.execute()
+  scrub(nb, root)
   nbformat.write(nb, path)
 
 

@@ -280,6 +280,10 @@ def main(argv):
                       if _SITE.value else '')
   if _CHECK.value:
     stale = site.check_all(results) if _SITE.value else []
+    if _SITE.value:
+      from experiments import colab_sync  # pylint: disable=g-import-not-at-top
+      stale += [str(p.relative_to(site.ROOT))
+                for p in colab_sync.sync(check=True)]
     if not out.exists() or out.read_text() != text:
       stale.append(str(_OUT.value))
     if stale:
@@ -289,6 +293,9 @@ def main(argv):
     return
   out.write_text(text)
   changed = site.write_all(results) if _SITE.value else []
+  if _SITE.value:  # the notebooks' claims cells follow results/ too
+    from experiments import colab_sync  # pylint: disable=g-import-not-at-top
+    changed += [str(p.relative_to(site.ROOT)) for p in colab_sync.sync()]
   print(f'Wrote {_OUT.value} from {len(summaries)} summaries'
         + (f"; updated {', '.join(changed)}" if changed else '') + '.')
 

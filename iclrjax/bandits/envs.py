@@ -140,6 +140,9 @@ def rewards(key: jax.Array, regime: jax.Array, W: jax.Array,
 
 
 class Round(NamedTuple):
+  """One round's context (`round_context`): the arriving user, the visible
+  arms and the reward noise."""
+
   user: jax.Array     # () int32
   visible: jax.Array  # [k] int32 indices into the arm pool
   noise: jax.Array    # () reward noise of this round (same for every arm)

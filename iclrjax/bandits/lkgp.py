@@ -68,6 +68,9 @@ from iclrjax.kernels import gp
 
 @dataclasses.dataclass(frozen=True)
 class Algorithm:
+  """One row of the table above: user kernel K_G, base kernel K_x,
+  acquisition rule, width and hyperparameter refit (`ALGORITHMS`)."""
+
   user_kernel: str   # 'laplacian' | 'gob' | 'independent' | 'pooled' |
                      # 'permuted' | 'permuted2' | 'coop'
   base_kernel: str   # 'rbf' | 'linear'

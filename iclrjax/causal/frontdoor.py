@@ -106,6 +106,9 @@ class Params(NamedTuple):
 
 
 class Data(NamedTuple):
+  """n draws of a DGP (`simulate`): V = (C, X, Z, Y), the true tau(C) and
+  the DGP's coefficients."""
+
   c: jax.Array          # [n, d]
   x: jax.Array          # [n] in {0, 1} (float)
   z: jax.Array          # [n]
@@ -629,4 +632,5 @@ def estimate_fd_r3(key: jax.Array, data: Data, delta=0.0,
 
 
 def rmse(a: jax.Array, b: jax.Array) -> jax.Array:
+  """Root mean squared error, e.g. of a tau-hat against `Data.tau`."""
   return jnp.sqrt(jnp.mean((a - b) ** 2))

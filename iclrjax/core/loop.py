@@ -185,6 +185,10 @@ def _maybe_fault(step: int) -> None:
 
 @dataclasses.dataclass
 class TrainResult:
+  """What `train` returns: the final states (leading seed axis), the step
+  count, the step it resumed from (None: a fresh run) and the steady-state
+  speed."""
+
   state: PyTree          # final states, leading seed axis
   num_steps: int
   resumed_from: int | None  # step restored from a checkpoint, or None

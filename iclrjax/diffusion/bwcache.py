@@ -87,6 +87,9 @@ Update = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
 
 
 class CacheResult(NamedTuple):
+  """What BWCache sampling returns: the samples, the block evaluations it
+  cost and, per step, the indicator and which steps ran or triggered."""
+
   samples: jax.Array      # x at t = 0, same shape as the initial noise
   block_evals: jax.Array  # int32 []: DiT block evaluations (batch shares them)
   indicator: jax.Array    # float32 [T]: I_k; NaN at step 0 and skipped steps

@@ -29,6 +29,9 @@ from iclrjax.core import distributed
 
 
 class State(NamedTuple):
+  """One seed's training state: the iterate, its optimizer state, the
+  minibatch key, the seed's data and its closed-form solution."""
+
   w: jax.Array          # [d] parameters
   opt_state: Any        # optax state
   key: jax.Array        # raw uint32 key for minibatches
@@ -38,6 +41,7 @@ class State(NamedTuple):
 
 
 def config_schema() -> dict[str, cfg_lib.Spec]:
+  """The constraints of the method's config fields (see `core.config`)."""
   return {
       'num_examples': cfg_lib.Int(min=2),
       'dim': cfg_lib.Int(min=1),
@@ -52,6 +56,7 @@ def config_schema() -> dict[str, cfg_lib.Spec]:
 
 
 def check_config(cfg: ml_collections.ConfigDict) -> None:
+  """Cross-field checks: batch_size <= num_examples >= dim."""
   cfg_lib.check(cfg.batch_size <= cfg.num_examples, 'batch_size',
                 cfg.batch_size,
                 f'must be <= num_examples ({cfg.num_examples})')
@@ -61,6 +66,7 @@ def check_config(cfg: ml_collections.ConfigDict) -> None:
 
 
 def make_optimizer(cfg) -> optax.GradientTransformation:
+  """Adam or SGD (`cfg.optimizer`) with a cosine-decayed learning rate."""
   sched = optax.cosine_decay_schedule(cfg.learning_rate, cfg.num_steps,
                                       alpha=1e-3)
   return {'adam': optax.adam, 'sgd': optax.sgd}[cfg.optimizer](sched)
@@ -74,6 +80,9 @@ def ols(X: jax.Array, y: jax.Array) -> jax.Array:
 
 
 def make_init(cfg):
+  """init(key) -> State: one seed's data X, y = X w* + noise, a small
+  random w and the OLS solution. Reads cfg.num_examples, dim, noise and the
+  optimizer fields."""
   tx = make_optimizer(cfg)
 
   def init(key: jax.Array) -> State:
@@ -88,6 +97,9 @@ def make_init(cfg):
 
 
 def make_step(cfg):
+  """step(state, t) -> (state, {'loss', 'param_rel_error'}): one optimizer
+  step on minibatch t (`core.data.batch_indices`) of the mean squared
+  error."""
   tx = make_optimizer(cfg)
 
   def loss_fn(w, X_B, y_B):

@@ -18,6 +18,8 @@ from iclrjax.core import extras
 
 
 class NodeGraph(NamedTuple):
+  """A node-classification graph (see the module docstring)."""
+
   x: np.ndarray
   y: np.ndarray
   edges: np.ndarray
@@ -31,6 +33,7 @@ class NodeGraph(NamedTuple):
 
 
 def edge_homophily(edges: np.ndarray, y: np.ndarray) -> float:
+  """Fraction of edges whose two ends share a label."""
   return float(np.mean(y[edges[:, 0]] == y[edges[:, 1]]))
 
 

@@ -35,6 +35,8 @@ class FeatureMap(NamedTuple):
 
 def random_fourier(key: jax.Array, dim: int, num_features: int,
                    lengthscale: float) -> FeatureMap:
+  """`num_features` random Fourier features of the RBF kernel of
+  `lengthscale` on R^dim (apply with `apply(fm, x, 'rff', lengthscale)`)."""
   k_w, k_b = jax.random.split(key)
   omega = jax.random.normal(k_w, (dim, num_features)) / lengthscale
   bias = jax.random.uniform(k_b, (num_features,), maxval=2 * jnp.pi)

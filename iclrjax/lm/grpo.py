@@ -53,6 +53,10 @@ AGGREGATIONS = ('sequence', 'token')
 
 @dataclasses.dataclass(frozen=True)
 class GRPOConfig:
+  """GRPO's hyperparameters (a hashable dataclass: a jit static arg): G
+  samples per prompt, sampling, the clip and KL weights of eq. 3 and the
+  advantage normalisation of eq. 4."""
+
   num_generations: int = 8       # G
   max_new_tokens: int = 4
   temperature: float = 1.0
@@ -146,12 +150,15 @@ def sft_loss(model: lm_model.Model, params, tokens_NxL: jax.Array,
 
 
 class TrainState(NamedTuple):
+  """Parameters, optimizer state and step count of SFT and GRPO."""
+
   params: Any
   opt_state: Any
   step: jax.Array
 
 
 def init_state(params, optimizer: optax.GradientTransformation) -> TrainState:
+  """The `TrainState` of `params` at step 0."""
   return TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
 

@@ -272,6 +272,8 @@ def compress(frames_TxPxD: jax.Array, seg_T: jax.Array, keep_T: jax.Array,
 
 @dataclasses.dataclass(frozen=True)
 class VMRConfig:
+  """The Visual Memory Retriever and the compression budgets."""
+
   threshold: float = 0.5        # segmentation: cosine change-point
   top_k: int = 3                # retrieved clips
   frames_per_segment: int = 1   # stage-1 budget rho per clip
@@ -426,6 +428,9 @@ def greedy_accuracy(vlm: VisualLM, params, visual_BxNxd, query_Bxd,
 
 @dataclasses.dataclass(frozen=True)
 class CGRPOConfig:
+  """C-GRPO: GRPO's settings plus the compression reward's alpha and tau
+  and the format reward's weight."""
+
   grpo: grpo.GRPOConfig = grpo.GRPOConfig()
   alpha: float = 1.0            # r_c scale
   tau: float = 0.6              # eta threshold (the paper's best)

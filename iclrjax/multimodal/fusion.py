@@ -67,6 +67,9 @@ class LateFusion(nn.Module):
 
 
 class IFOutputs(NamedTuple):
+  """What `IntermediateFusion` returns: logits, both modalities' latents
+  and the fused representation (what IID's two regularisers read)."""
+
   logits: jax.Array   # [N, C]
   za: jax.Array       # [N, latent] modality a's latent
   zb: jax.Array       # [N, latent]
@@ -151,6 +154,7 @@ def informatic_constraint(h_NxD: jax.Array, eps: float = 1e-5) -> jax.Array:
 
 
 def cross_entropy(logits_NxC: jax.Array, labels_N: jax.Array) -> jax.Array:
+  """Mean softmax cross-entropy of integer labels."""
   logp = jax.nn.log_softmax(logits_NxC)
   return -jnp.mean(jnp.take_along_axis(logp, labels_N[:, None], axis=-1))
 

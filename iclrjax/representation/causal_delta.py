@@ -134,11 +134,13 @@ def representation(params, cfg: Config, x_before, x_after) -> jax.Array:
 
 
 def logits(params, cfg: Config, x_before, x_after) -> jax.Array:
+  """Action logits [B, A] of image pairs [B, H, W] (before, after)."""
   return Classifier(cfg).apply(params['classifier'],
                                representation(params, cfg, x_before, x_after))
 
 
 def init(key: jax.Array, cfg: Config) -> dict[str, Any]:
+  """Parameters {'encoder', 'classifier'} of the model `cfg.model`."""
   if cfg.model not in MODELS:
     raise ValueError(f'model {cfg.model!r}: use one of {MODELS}')
   k_enc, k_cls = jax.random.split(key)

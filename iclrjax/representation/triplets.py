@@ -37,6 +37,9 @@ NON_OPPOSING = (0, 2)    # shift-left / shift-up (orthogonal moves)
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
+  """The scenes (size, object contrast, texture, noise), the style-action
+  correlation `spurious` and which (action, digit) pairs training sees."""
+
   size: int = 16
   contrast: float = 0.5
   texture: float = 1.0

@@ -43,6 +43,8 @@ from iclrjax.snn import network
 
 
 def make_cell(kind: str, c: ml_collections.ConfigDict) -> cells.Cell:
+  """A `cells.Cell` of `kind` with the neuron fields of config section `c`
+  (dt, g_l, tau_syn, theta, surrogate, ...)."""
   return cells.Cell(kind=kind, dt=c.dt, g_l=c.g_l, tau_syn=c.tau_syn,
                     theta=c.theta, surrogate=c.surrogate,
                     surrogate_scale=c.surrogate_scale, w_gain=c.w_gain,
@@ -53,6 +55,8 @@ def make_cell(kind: str, c: ml_collections.ConfigDict) -> cells.Cell:
 
 def make_network(kind: str, num_classes: int,
                  c: ml_collections.ConfigDict) -> network.SNN:
+  """The `network.SNN` of config section `c` (hidden, recurrent, readout)
+  with cells `make_cell(kind, c)`."""
   return network.SNN(make_cell(kind, c), tuple(c.hidden), num_classes,
                      recurrent=c.recurrent, readout=c.readout,
                      readout_beta=c.readout_beta)

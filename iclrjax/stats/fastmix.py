@@ -140,6 +140,9 @@ def z_optimizer(lr: float) -> optax.GradientTransformation:
 
 
 class SearchState(NamedTuple):
+  """A FastMix search: the proxy's parameters and optimizer state, the
+  mixture logits z (alpha = softmax(z)) and their optimizer state."""
+
   params: PyTree
   opt_state: PyTree
   z: jax.Array
@@ -225,6 +228,9 @@ def excess_losses(loss_fn: LossFn, params: PyTree, ref_params: PyTree,
 
 
 class DoremiState(NamedTuple):
+  """A DoReMi run: the proxy's parameters and optimizer state and the
+  current mixture alpha."""
+
   params: PyTree
   opt_state: PyTree
   alpha: jax.Array

@@ -128,6 +128,9 @@ def sgld_step(key: jax.Array, position: PyTree, grad_fn, data: PyTree, *,
 
 
 class LLCEstimate(NamedTuple):
+  """What `estimate_llc` returns: lambda_hat, L_n(w*), the posterior mean
+  loss and the chains' minibatch-loss traces."""
+
   llc: jax.Array            # lambda_hat (Eq. 1)
   loss_star: jax.Array      # L_n(w*)
   mean_loss: jax.Array      # E_w[L_n(w)] over chains and post-burn-in draws

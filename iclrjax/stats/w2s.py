@@ -170,6 +170,8 @@ def excess_risk(geom: Geometry, w: jax.Array, frame: jax.Array, eta_t
 
 
 class Risks(NamedTuple):
+  """Excess risks of the teacher (SFT) and of the W2S student."""
+
   teacher: jax.Array
   student: jax.Array
 

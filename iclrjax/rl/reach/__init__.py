@@ -34,4 +34,5 @@ def task_class(name: str) -> type[ReachTask]:
 
 
 def make_task(name: str, **kwargs: Any) -> ReachTask:
+  """Task `name` (one of `TASKS`) built with `kwargs`."""
   return task_class(name)(**kwargs)
