@@ -526,6 +526,9 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
 
 
 EXPERIMENT = launch.Experiment('dgn_snn', run, schema=config_schema(),
+                               requires=lambda c: {
+                                   'mnist1d': [('mnist1d.data', 'snn')],
+                                   'shd': [('h5py', 'snn')]}.get(c.data, []),
                                check_fn=check_config, preflight=preflight)
 
 if __name__ == '__main__':

@@ -599,7 +599,8 @@ def check_config(c: ml_collections.ConfigDict) -> None:
 
 
 _POS = cfg_lib.Int(min=1)
-EXPERIMENT = launch.Experiment('fastmix', run, schema={
+EXPERIMENT = launch.Experiment('fastmix', run, requires=lambda c: [
+    ('lightgbm', 'stats')], schema={
     'num_seeds': cfg_lib.Int(min=2),
     'fastmix.n_inner': _POS,
     'fastmix.z_lr': cfg_lib.Float(min=0.0, min_inclusive=False),

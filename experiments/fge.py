@@ -332,7 +332,14 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
   return claims
 
 
+def requires(c) -> list[tuple[str, str]]:
+  """The novelty flow (flowjax), and MuJoCo for the hopper task."""
+  out = [('flowjax', 'rl'), ('paramax', 'rl')]
+  return out + ([('mujoco', 'rl')] if c.task == 'hopper' else [])
+
+
 EXPERIMENT = launch.Experiment('fge', run, schema=experiment_schema(),
+                               requires=requires,
                                check_fn=check_experiment)
 
 if __name__ == '__main__':

@@ -504,7 +504,8 @@ def preflight(c: ml_collections.ConfigDict) -> None:
 _POS = cfg_lib.Float(min=0.0, min_inclusive=False)
 _POS_INT = cfg_lib.Int(min=1)
 _UNIT = cfg_lib.Float(min=0.0, max=1.0)
-EXPERIMENT = launch.Experiment('fgl', run, schema={
+EXPERIMENT = launch.Experiment('fgl', run, requires=lambda c: (
+    [('networkx', 'graph')] if c.data.karate else []), schema={
     'num_seeds': _POS_INT,
     'data.dataset': cfg_lib.Choice('csbm', *gdata.PLANETOID),
     'data.num_nodes': cfg_lib.Int(min=10),

@@ -27,7 +27,6 @@ import numpy as np
 from iclrjax.causal import frontdoor as fd
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
-from iclrjax.core import extras
 from iclrjax.core import launch
 
 ESTIMATORS = ('fd_pi', 'fd_dr', 'fd_r', 'fd_r3')
@@ -205,15 +204,10 @@ def check_config(c: ml_collections.ConfigDict) -> None:
                 'a slope needs >= 2 values of n')
 
 
-def preflight(cfg) -> None:
-  """XGBoost nuisances need the 'causal' extra: say so before any compute
-  (inside the compiled program the error would come wrapped in a callback's
-  traceback)."""
-  if cfg.nuisance == 'xgb':
-    extras.require('xgboost', 'causal')
-
-
-EXPERIMENT = launch.Experiment('frontdoor', run, preflight=preflight, schema={
+EXPERIMENT = launch.Experiment('frontdoor', run, requires=lambda c: (
+    # Checked before any compute: inside the compiled program the error would
+    # come wrapped in a callback's traceback.
+    [('xgboost', 'causal')] if c.nuisance == 'xgb' else []), schema={
     'num_seeds': cfg_lib.Int(min=2),
     'd': cfg_lib.Int(min=1),
     'nuisance': cfg_lib.Choice(*fd.LEARNERS),

@@ -359,7 +359,16 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
   return claims
 
 
+def requires(c) -> list[tuple[str, str]]:
+  """gymnax for the classic-control envs, brax (MJX) for 'brax:' ones."""
+  envs = (*c.envs, *c.ppo_envs, *c.rkhs_envs)
+  out = [('gymnax', 'rl')] if any(not e.startswith('brax:') for e in envs) else []
+  return out + ([('brax.envs', 'rl')] if any(e.startswith('brax:') for e in envs)
+                else [])
+
+
 EXPERIMENT = launch.Experiment('kernel_ppo', run, schema=config_schema(),
+                               requires=requires,
                                check_fn=check_config)
 
 if __name__ == '__main__':

@@ -591,7 +591,8 @@ def check_config(c: ml_collections.ConfigDict) -> None:
 
 
 _POS = cfg_lib.Float(min=0.0, min_inclusive=False)
-EXPERIMENT = launch.Experiment('sgd_llc', run, schema={
+EXPERIMENT = launch.Experiment('sgd_llc', run, requires=lambda c: [
+    ('blackjax', 'stats')], schema={
     'num_seeds': cfg_lib.Int(min=2),
     'llc.n': cfg_lib.Int(min=10),
     'llc.d': cfg_lib.Int(min=2),

@@ -596,7 +596,8 @@ def preflight(c: ml_collections.ConfigDict) -> None:
 
 _POS = cfg_lib.Float(min=0.0, min_inclusive=False)
 _POS_INT = cfg_lib.Int(min=1)
-EXPERIMENT = launch.Experiment('tsfm_knobs', run, schema={
+EXPERIMENT = launch.Experiment('tsfm_knobs', run, requires=lambda c: (
+    [('statsmodels.api', 'timeseries')] if c.eval.real_series else []), schema={
     'model.context': cfg_lib.Int(min=4),
     'model.horizon': _POS_INT,
     'model.patch_small': _POS_INT,

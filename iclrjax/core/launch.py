@@ -457,6 +457,18 @@ class Experiment:
   # Raises FileNotFoundError when the config's data is absent (cheap: checks
   # files, loads nothing); runs before the workdir is created.
   preflight: Callable[[ml_collections.ConfigDict], None] | None = None
+  # The optional packages a config needs, as (module, extra) pairs
+  # (`core.extras`): checked before any compute, so a missing one stops the
+  # run with one line naming the extra.
+  requires: Callable[[ml_collections.ConfigDict],
+                     Sequence[tuple[str, str]]] | None = None
+
+  def full_preflight(self, cfg: ml_collections.ConfigDict) -> None:
+    """`requires`' packages are importable, then `preflight`."""
+    for module, extra in (self.requires(cfg) if self.requires else ()):
+      extras.require(module, extra)
+    if self.preflight is not None:
+      self.preflight(cfg)
 
   def default_config(self) -> ml_collections.ConfigDict:
     return importlib.import_module(f'configs.{self.name}').get_config()
@@ -471,14 +483,14 @@ class Experiment:
 
   def execute(self, cfg: ml_collections.ConfigDict, workdir=None,
               **kwargs) -> dict[str, Any]:
-    kwargs.setdefault('preflight', self.preflight)
+    kwargs.setdefault('preflight', self.full_preflight)
     return execute(self.name, self.run_fn, cfg, workdir=workdir,
                    schema=self.full_schema(), check_fn=self.check_fn,
                    **kwargs)
 
   def main(self) -> None:
     main(self.name, self.run_fn, schema=self.full_schema(),
-         check_fn=self.check_fn, preflight=self.preflight)
+         check_fn=self.check_fn, preflight=self.full_preflight)
 
 
 def main(name: str, run_fn: RunFn, *,

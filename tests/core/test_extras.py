@@ -60,3 +60,26 @@ def test_launcher_says_which_extra_in_one_line(tmp_path):
   last = out.stderr.strip().splitlines()[-1]
   assert last.startswith('error: xgboost is not installed') and (
       "pip install 'iclrjax[causal]'" in last), last
+
+
+EXTRA_USERS = ('kernel_ppo', 'fge', 'fastmix', 'sgd_llc', 'tsfm_knobs', 'fgl',
+               'dgn_snn')
+
+
+@pytest.mark.parametrize('name', EXTRA_USERS)
+def test_experiments_check_their_extras_before_any_compute(name, monkeypatch):
+  """Each experiment that needs an extra names it in `requires`, and its
+  preflight fails on the missing package with the one-line message."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  exp = importlib.import_module(f'experiments.{name}').EXPERIMENT
+  cfg = exp.default_config()
+  needed = exp.requires(cfg)
+  assert needed, name
+  for module, extra in needed:
+    assert extra in extras.EXTRAS and module.split('.')[0] in extras.EXTRAS[
+        extra], (module, extra)
+  module, extra = needed[0]
+  monkeypatch.setitem(sys.modules, module, None)
+  with pytest.raises(extras.MissingExtraError,
+                     match=rf"pip install 'iclrjax\[{extra}\]'"):
+    exp.full_preflight(cfg)
