@@ -23,7 +23,8 @@ Variants:
           0.099 on the whole box; claims on the hard region's evaluation grid
           (no ground truth).
   lander_smoke / lander  the Kinetix Lander with pixel observations (theta =
-          the lander's initial x, y; needs kinetix-env, see README); lander
+          the lander's initial x, y; needs the `kinetix` extra, then
+          `pip install --no-deps kinetix-env==3.0.2`); lander
           is the paper's scale (512 envs x 16 steps x 5500 iterations) for
           GPU/TPU, lander_smoke a CPU check that it trains.
 

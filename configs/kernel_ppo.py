@@ -85,7 +85,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                                             rkhs_learn_min=100.0))
   c.rkhs = ml_collections.ConfigDict(dict(
       # n(k) = min(512, ceil(64 (k+1)^0.5)) samples and lambda(k) =
-      # 1e-3 (n(k)/64)^-0.5 (Cor. 14's rules; its table is not in our notes).
+      # 1e-3 (n(k)/64)^-0.5 (Cor. 14's rules; its table's constants are not reproduced here).
       num_envs=4, num_steps=128, gamma=0.99, features='rff',
       num_features=1024, lengthscale=1.0, td_iters=200, td_lr=1.0,
       ridge=1e-3, warm_start=True, beta0=1.0, sample_rule=True, n0=64,

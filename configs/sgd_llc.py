@@ -19,8 +19,8 @@ Variants:
   default  n = 4000 for the estimator (5 seeds); 64 moons runs of 5k + 10k
            steps (batch 64, noise 0.3); 87 s on 2 CPU cores (8d864ce).
   paper    our set-up: 200 runs, lr 0.05, batch 256, 5k warm-up + 20k
-           late steps, n = 2000 (appendix G's exact values are not in the
-           notes), longer LLC chains.
+           late steps, n = 2000 (appendix G's exact values are not
+           reproduced here), longer LLC chains.
 
 Pass criteria (default): lambda_hat within 15% of d/2 = 5 (regular) and
 within 0.15 of 1/2 (product model), each control outside; late alpha in

@@ -25,7 +25,7 @@ Variants:
            seeds (an accelerator's work; the paper's own pre-training
            corpora and sizes are not stated in the paper).
 
-Pass criteria (design-stage, from the paper notes; calibrated by a pilot,
+Pass criteria (design-stage, from the paper's stated effects; calibrated by a pilot,
 see the experiment's docstring): MASE(k=32) / MASE(k=4) >= 1.5 on periods
 <= 8 while <= 1.2 on periods >= 64 (control: the same patch size in both
 arms, seeds paired off, fails); mean |cos| between patch embeddings of

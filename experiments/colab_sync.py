@@ -100,7 +100,7 @@ def _generated(nb: nbformat.NotebookNode, kind: str):
 def result_cells(name: str) -> list[nbformat.NotebookNode]:
   cells = [nbformat.v4.new_markdown_cell(RECORDED_MD.format(name=name)),
            nbformat.v4.new_code_cell(
-               f"from experiments import site\nsite.show('{name}')"),
+               f"from experiments import site\nsite.show('{name}', repo=REPO)"),
            nbformat.v4.new_markdown_cell(SMOKE_MD)]
   for c, kind in zip(cells, ('recorded', 'show', 'smoke')):
     c.metadata[_TAG] = kind

@@ -8,7 +8,7 @@ inputs; `tests/parity/generate/<paper>.py` makes it) and writes, per paper,
 the reference (repository at commit), what is compared, the largest
 difference among the quantities that must match, the differences that are
 deliberate (asserted exactly by the test) and the fixture's date.
-`experiments.report` puts the table into RESULTS.md; README carries it.
+`experiments.report` puts the table into RESULTS.md.
 Run from the repository root (the tests are not part of the package).
 """
 

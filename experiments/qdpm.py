@@ -42,7 +42,7 @@ LABELS = {'qdpm': 'QDPM', 'qdpm_absolute': 'QDPM (gate exp(-1/t^2))',
           'vdm': 'VDM', 've': 'plain VE'}
 DATASETS = ('digits', 'known_entropy', 'cifar10')
 NETS = ('resmlp', 'unet')
-# The paper's CIFAR-10 test NLLs (bits/dim; secondary notes, check the PDF):
+# The paper's CIFAR-10 test NLLs (bits/dim, from a secondary summary of the paper; unchecked against its PDF):
 # QDPM 0.27 (claimed), VDM 2.65 (no augmentation).
 PAPER_CIFAR10_BPD = {'qdpm': 0.27, 'vdm': 2.65}
 ENTROPY_TOL = 0.3  # bpd: QDPM's NLL above the true entropy (issue 16)

@@ -1,7 +1,8 @@
 """Gathers every summary.json under --runs into RESULTS.md, and writes the
 generated parts of README.md and the documentation site (experiments/site.py).
 
-  python -m experiments.report                 # runs/, results/ -> RESULTS.md, docs
+  python -m experiments.report                 # results/ -> RESULTS.md, docs
+  python -m experiments.report --runs=runs --nosite --out=/tmp/local.md  # local runs
   python -m experiments.report --record=runs/fge/20261206-1200 --variant=default
   python -m experiments.report --check         # exit 1 if a generated file is stale
 
@@ -37,7 +38,7 @@ from absl import app
 from absl import flags
 
 _RUNS = flags.DEFINE_multi_string(
-    'runs', ['runs', 'results'],
+    'runs', ['results'],
     'Directories searched for summary.json (results/ holds the committed '
     'summaries that RESULTS.md is built from).')
 _OUT = flags.DEFINE_string('out', 'RESULTS.md', 'Markdown file to write.')

@@ -107,6 +107,11 @@ def hardware(s: dict[str, Any]) -> str:
   return text
 
 
+def command(s: dict[str, Any]) -> str:
+  """The run's command without --workdir (a path of the machine it ran on)."""
+  return re.sub(r"\s*'?--workdir=\S+", '', str(s.get('command', '')))
+
+
 def short_commit(s: dict[str, Any]) -> str:
   return str(s.get('commit', '-'))[:10]
 
@@ -132,15 +137,20 @@ def results_table(results: dict[str, dict[str, Run]], *,
         total_held, total = total_held + h, total + n
       held.append(f'{r.variant} **{h}/{n}**')
     d = runs.get('default') or _variants(runs)[0]
+    commits = [f'`{short_commit(d.summary)}`'] + [
+        f'{r.variant} `{short_commit(r.summary)}`' for r in _variants(runs)
+        if r is not d and short_commit(r.summary) != short_commit(d.summary)]
     lines.append(
         f"| {link} | {source} | {' · '.join(held)} | "
         f"{duration(d.summary.get('wall_s'))}, {hardware(d.summary)} | "
-        f'`{short_commit(d.summary)}` |')
+        f"{' · '.join(commits)} |")
   n_papers = sum(p.kind == 'paper' for p in papers_lib.PAPERS)
   return (f'{n_papers} papers; **{total_held} of {total}** recorded claims '
           'hold (a template and the LM substrate are listed but not '
           'counted). Each claim carries a control that fails it; a claim '
-          'that does not hold is recorded with its numbers.\n\n'
+          'that does not hold is recorded with its numbers. CPU runs were '
+          'recorded on a 2-core machine; the commit is the default run\'s '
+          '(and another variant\'s where it differs).\n\n'
           + '\n'.join(lines))
 
 
@@ -184,7 +194,7 @@ def results_section(p: papers_lib.Paper, runs: dict[str, Run]) -> str:
     s = r.summary
     h, n = r.held
     out.append(f'### Variant `{r.variant}`: {h} of {n} claims hold\n')
-    out.append(f"```\n{s.get('command', '')}\n```\n")
+    out.append(f'```\n{command(s)}\n```\n')
     out.append(f"{s.get('num_seeds', '?')} seeds, {hardware(s)}, "
                f"{duration(s.get('wall_s'))} wall, commit "
                f"`{short_commit(s)}`, finished {s.get('finished', '?')}.\n")
@@ -344,7 +354,7 @@ def record(workdir: str | pathlib.Path, variant: str = 'default',
   if str(s.get('commit', '')).endswith('-dirty'):
     raise DirtyRunError(f'{workdir}: ran from a tree with uncommitted edits '
                         f"({s['commit']}); rerun it from a clean checkout")
-  s['command'] = re.sub(r"\s*'?--workdir=\S+", '', s.get('command', ''))
+  s['command'] = command(s)
   dest = root / 'results' / s['experiment'] / variant
   if dest.exists():
     shutil.rmtree(dest)
@@ -356,25 +366,55 @@ def record(workdir: str | pathlib.Path, variant: str = 'default',
   return dest
 
 
-def show(name: str, variant: str = 'default',
+def _fetch_github(repo: str, name: str, variant: str
+                  ) -> tuple[dict[str, Any], list[bytes]]:
+  """summary.json and the figures of results/<name>/<variant>/ on the main
+  branch of a GitHub repository (for an install without the checkout, e.g.
+  Colab's pip install)."""
+  import urllib.request  # pylint: disable=g-import-not-at-top
+  m = re.fullmatch(r'https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?', repo)
+  if not m:
+    raise ValueError(f'not a GitHub repository URL: {repo!r}')
+  owner, repo_name = m.groups()
+  base = f'results/{name}/{variant}'
+  get = lambda url: urllib.request.urlopen(url, timeout=20).read()  # pylint: disable=consider-using-with
+  summary = json.loads(get(f'https://raw.githubusercontent.com/{owner}/'
+                           f'{repo_name}/main/{base}/summary.json'))
+  listing = json.loads(get(f'https://api.github.com/repos/{owner}/'
+                           f'{repo_name}/contents/{base}/plots'))
+  figures = [get(f['download_url']) for f in listing
+             if f.get('name', '').endswith('.png')]
+  return summary, figures
+
+
+def show(name: str, variant: str = 'default', repo: str | None = None,
          root: pathlib.Path = ROOT) -> None:
   """Displays a paper's recorded run in a notebook: its claims table and
-  figures from results/<name>/<variant>/ (or where to find them)."""
+  figures from results/<name>/<variant>/ of this checkout, or, when the
+  package was installed without it (Colab), from `repo` on GitHub."""
   from IPython import display  # pylint: disable=g-import-not-at-top
   path = root / 'results' / name / variant
-  if not (path / 'summary.json').exists():
-    display.display(display.Markdown(
-        f'No recorded `{variant}` run of {name} in this installation; see '
-        f'the paper\'s page, docs/papers/{name}.md.'))
-    return
-  run = Run(name, variant, json.loads((path / 'summary.json').read_text()),
-            path)
+  if (path / 'summary.json').exists():
+    run = Run(name, variant, json.loads((path / 'summary.json').read_text()),
+              path)
+    images = [display.Image(filename=str(f)) for f in run.figures]
+  else:
+    try:
+      summary, pngs = _fetch_github(repo or '', name, variant)
+    except Exception as e:  # pylint: disable=broad-except
+      display.display(display.Markdown(
+          f'No recorded `{variant}` run of {name} here and none fetched '
+          f'({type(e).__name__}: {e}); see docs/papers/{name}.md in the '
+          'repository.'))
+      return
+    run = Run(name, variant, summary, path)
+    images = [display.Image(data=b) for b in pngs]
   s = run.summary
   h, n = run.held
   display.display(display.Markdown(
       f'**Recorded `{variant}` run** ({s.get("num_seeds")} seeds, '
       f'{hardware(s)}, {duration(s.get("wall_s"))}, commit '
       f'`{short_commit(s)}`): **{h} of {n} claims hold**.\n\n'
-      f'`{s.get("command")}`\n\n' + _claim_rows(run)))
-  for fig in run.figures:
-    display.display(display.Image(filename=str(fig)))
+      f'`{command(s)}`\n\n' + _claim_rows(run)))
+  for image in images:
+    display.display(image)

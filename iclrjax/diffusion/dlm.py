@@ -2,8 +2,8 @@
 
 Paper: "Diffusion Language Models are Provably Optimal Parallel Samplers"
 (Jiang, Haghtalab, Chen; arXiv 2512.25014, ICLR 2026; no official code).
-Theorem numbers are as reported in secondary notes (secondary notes; check
-the PDF). This module is the EXACT part:
+Theorem numbers are the paper's as a secondary summary reports them
+(unchecked against its PDF). This module is the EXACT part:
 oracle predictors and exact distributions by enumeration, no learning.
 
 Round model. A state is a length-L sequence over tokens {0..V-1} plus

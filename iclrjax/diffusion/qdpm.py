@@ -6,7 +6,8 @@ conditioning value c, so any network plugs in (it is vmapped over the
 batch here). Data are grid *values* x0 [B, D] on a 1-D grid `levels` [K]
 (increasing; e.g. `images.grid(17, 'integer')`), shared by every pixel.
 Paper: OpenReview 5ekhMkawuT (no official code). Equation numbers are the
-paper's as reported in secondary notes; the derivations below were redone here.
+paper's as a secondary summary reports them (unchecked against its PDF); the
+derivations below were redone here.
 
 QDPM (VE forward process x_t = x_0 + t eps, t in [0, inf)):
 

@@ -24,8 +24,8 @@ RKHS form (the theory; `make_rkhs`):
     i.e. policy logits theta_{k+1} = theta_k + Delta_k w_k.
   * Sample-size and ridge rule (Cor. 14): n(k) = min(n_max, ceil(n0
     (k+1)^q)) (`sample_size`) and lambda(k) = lambda0 (n(k) / n0)^{-r}
-    (`ridge_schedule`): the paper's kernel-specific table is not in our
-    notes, so n0, q, lambda0 and r are config.
+    (`ridge_schedule`): the paper's kernel-specific table is not
+    reproduced here, so n0, q, lambda0 and r are config.
 
 Network form (the paper's experiments; `make_network`): one MLP f_theta(s)
 in R^{|A|} is both the critic Q(s, a) = f(s)_a and the policy

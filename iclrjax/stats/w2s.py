@@ -25,8 +25,8 @@ points).
 
 `closed_form` is the risk of both models in this model. It is derived here
 (the paper states its limits, Thms 1-2, as sigma_y^2 gamma_z (p_T + ...) and
-sigma_y^2 gamma_z (p_{T^S} + ... + Theta(nu_z)) -- in the form secondary
-notes quote, `quoted_limit`; the PDF's exact constants are not checked
+sigma_y^2 gamma_z (p_{T^S} + ... + Theta(nu_z)) -- in the form a secondary
+summary quotes, `quoted_limit`; the PDF's exact constants are not checked
 here): with
 c = sigma_y^2 d_z / (n - d_T) = sigma_y^2 gamma_z / (1 - gamma_T) (the
 finite-n factor of least squares),
@@ -214,7 +214,7 @@ def closed_form(geom: Geometry, n: int, big_n: int, eta_l, eta_u, eta_t
 
 
 def quoted_limit(geom: Geometry, n: int, eta_l, eta_u, eta_t) -> Risks:
-  """Thms 1-2 in the form the secondary notes quote (no finite-n factor, no
+  """Thms 1-2 in the form a secondary summary of the paper quotes (no finite-n factor, no
   group-mixture covariance, the Theta(nu_z) term dropped):
   ER_T = sigma_y^2 gamma_z (p_T + ||(eta_t - eta_l) mu_T||^2 / sigma_xi^2),
   ER_S = sigma_y^2 gamma_z (p_{T^S} + ||(eta_u - eta_l) mu_T

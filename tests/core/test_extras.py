@@ -83,3 +83,35 @@ def test_experiments_check_their_extras_before_any_compute(name, monkeypatch):
   with pytest.raises(extras.MissingExtraError,
                      match=rf"pip install 'iclrjax\[{extra}\]'"):
     exp.full_preflight(cfg)
+
+
+def test_a_core_install_imports_every_family_and_launcher():
+  """Without any extra (the optional packages hidden), every family and
+  every launcher imports; the launchers that need one say which."""
+  hidden = sorted({m for mods in extras.EXTRAS.values() for m in mods})
+  code = f'''
+import importlib, pathlib, sys
+for m in {hidden!r}:
+  sys.modules[m] = None
+from iclrjax.core import extras
+for fam in sorted(p.parent.name for p in pathlib.Path('iclrjax').glob('*/__init__.py')):
+  importlib.import_module('iclrjax.' + fam)
+missing = []
+for p in sorted(pathlib.Path('experiments').glob('*.py')):
+  if p.stem in ('__init__', 'colab_sync'):
+    continue
+  mod = importlib.import_module('experiments.' + p.stem)
+  exp = getattr(mod, 'EXPERIMENT', None)
+  if exp is None:
+    continue
+  try:
+    exp.full_preflight(exp.default_config())
+  except extras.MissingExtraError:
+    missing.append(p.stem)
+print(' '.join(missing))
+'''
+  out = subprocess.run([sys.executable, '-c', code], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, 'JAX_PLATFORMS': 'cpu'})
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert set(out.stdout.split()) == set(EXTRA_USERS), out.stdout

@@ -33,7 +33,8 @@ read it). The classifiers and the novelty density of FGE read theta's box
 coordinates instead of the first frame (`initial_features`), as the paper's
 code does for this task.
 
-`kinetix-env` pins jax <= 0.9.0: install it without its pins (README).
+`kinetix-env` pins jax <= 0.9.0: install it without its pins,
+`pip install -e '.[kinetix]' && pip install --no-deps kinetix-env==3.0.2`.
 """
 
 from __future__ import annotations
