@@ -92,10 +92,15 @@ def default_summary(tmp_path_factory):
 # (+55 points; untrained 0.340 vs 0.254); GRPO 0.782, C-GRPO 0.803, ungated
 # 0.805 after 150 steps; tokens 129 -> 5, XLA peak memory 79.8x and latency
 # 47.9x lower.
-CGRPO_SHORT = ('C-GRPO 0.803 (0.816, 0.791, 0.801) < 0.9 x teacher 1.000 '
-               'after 150 RL steps (GRPO 0.782, SFT 0.898): the student is '
-               'still climbing (sampled accuracy 0.67 -> 0.85 over the last '
-               '50 steps)')
+CGRPO_SHORT = ('C-GRPO 0.797 (0.809, 0.811, 0.771) < 0.9 x teacher 1.000 '
+               'after 150 RL steps (GRPO 0.812, SFT 0.898; 35c4c53); at '
+               '265e58d: 0.803, still climbing over the last 50 steps')
+# The issue's own C-GRPO > GRPO comparison (not the paper's): +2.1 points at
+# 265e58d, -1.6 at 35c4c53 (per seed -0.008, 0.002, -0.041), after C-GRPO
+# began scoring completions at the sampling temperature (ee901ec). Its
+# control (ungated - GRPO) is structurally the same contest, see the page.
+CGRPO_VS_GRPO = ('C-GRPO - GRPO = -1.6 points (35c4c53); the gated reward '
+                 'equals GRPO up to the format term, so the sign is noise')
 
 
 @pytest.mark.slow
@@ -103,7 +108,9 @@ CGRPO_SHORT = ('C-GRPO 0.803 (0.816, 0.791, 0.801) < 0.9 x teacher 1.000 '
     'The Visual Memory Retriever', 'Compression costs accuracy',
     'Retrieval + compression matter',
     pytest.param('The C-GRPO student', marks=pytest.mark.xfail(
-        strict=True, reason=CGRPO_SHORT))])
+        strict=True, reason=CGRPO_SHORT)),
+    pytest.param("C-GRPO's gated", marks=pytest.mark.xfail(
+        strict=True, reason=CGRPO_VS_GRPO))])
 def test_default_run_claims(default_summary, start):
   c = find_claim(default_summary, start)
   assert c['holds'] and c['control'].endswith('(fails)'), c
