@@ -363,7 +363,7 @@ def test_default_run_claims(default_run, prefix):
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     'Does not reproduce at our scale: on linear_gob rewards (default config '
-    'at 346bd3b, T=500, 10 seeds) LK-GP-UCB with an RBF base kernel (l=1) '
+    'at 35c4c53, T=500, 10 seeds) LK-GP-UCB with an RBF base kernel (l=1) '
     'has 2.48x the cumulative regret of GOB.Lin (103.0 vs 41.6; '
     'LK-GP-UCB-ML, fitting l = 2, 69.6: 1.67x); before issue 17 l=2 or 4 '
     'gave 1.46x, rho=1 2.26x, the easy level 2.05x. GOB.Lin is the '

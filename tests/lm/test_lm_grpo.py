@@ -31,7 +31,7 @@ def default_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_default_run_grpo_raises_exact_match_on_every_seed(default_run):
-  # Measured (dc10996, 3 seeds, 289 s): SFT stopped by the 256-prompt probe
+  # Measured (35c4c53, 3 seeds, 244 s): SFT stopped by the 256-prompt probe
   # (>= 0.2) after 1360 / 870 / 250 steps; held-out greedy exact-match SFT
   # 0.258 / 0.287 / 0.230 -> GRPO 0.385 / 0.375 / 0.326 (+0.127 / +0.088 /
   # +0.096); equal-rewards control +0.004 / -0.006 / -0.010.

@@ -125,16 +125,16 @@ def default_summary(tmp_path_factory):
 
 _NEGATIVE = {
     'F_seg (Eq. 9': (
-        'default run (results/token_guard/default): AUROC of F_seg 0.608, '
-        '0.589, 0.569 vs the segment log-prob 0.814, 0.851, 0.830 and F_seg '
-        'without hidden terms 0.785, 0.842, 0.800 (3/3 seeds fail: latent '
-        'terms add nothing at this scale; a 4-layer model gave 0.674, 0.511, '
-        '0.514 vs 0.818, 0.870, 0.853)'),
+        'default run at 35c4c53 (results/token_guard/default): AUROC of F_seg '
+        '0.608, 0.589, 0.569 vs the segment log-prob 0.814, 0.851, 0.830 and '
+        'F_seg without hidden terms 0.785, 0.842, 0.800 (3/3 seeds fail: '
+        'latent terms add nothing at this scale; a 4-layer model gave 0.674, '
+        '0.511, 0.514 vs 0.818, 0.870, 0.853)'),
     'Token-Guard decoding cuts': (
         'default run: exact match Token-Guard 0.097, 0.117, 0.053 vs greedy '
-        '0.097, 0.120, 0.073; hallucination 0.509, 0.461, 0.527 vs 0.512, '
-        '0.464, 0.520 at 7.56x greedy\'s passes (phi-decoding 0.097, 0.113, '
-        '0.063 at 6.53x)'),
+        '0.097, 0.120, 0.073; hallucination 0.509, 0.461, 0.526 vs 0.512, '
+        '0.464, 0.520 at 7.57x greedy\'s passes (phi-decoding 0.097, 0.113, '
+        '0.063 at 6.54x)'),
     'Token-Guard\'s exact match exceeds': (
         'default run: gaps to phi 0.000, 0.003, -0.010; to the '
         'likelihood-only ablation -0.003, 0.000, 0.000'),

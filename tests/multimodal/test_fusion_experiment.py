@@ -144,8 +144,8 @@ def test_default_run_claims(default_summary, start):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    'default run at 27d9fa9 (5 seeds): IID - IF = +0.001 +- 0.011 on the XOR '
-    'at n_train 200 (+-0.003 at 2000, -0.001 +- 0.019 on digits), the same '
+    'default run at 35c4c53 (5 seeds): IID - IF = +0.001 +- 0.011 on the XOR '
+    'at n_train 200 (+-0.003 at 2000, -0.007 +- 0.011 on digits), the same '
     'as the reseeded-IF noise control (+0.001 +- 0.011): the reconstructed '
     'informatic constraint + sliced-Wasserstein cohering (weights 0.1) do '
     'not move accuracy; the paper\'s own losses were not available'))

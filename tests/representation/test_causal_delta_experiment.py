@@ -122,9 +122,9 @@ def test_default_run_claims(default_summary, start):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    'ID parity does not reproduce at the default size (results at 79315c5, '
-    '5 seeds): ID accuracy concat 0.960, delta 0.970, cde 0.931 (spread '
-    '0.039 > 0.01); CE + SupCon (alpha 0.5) + L1 costs cde ~0.03-0.04 ID '
+    'ID parity does not reproduce at the default size (results at 35c4c53, '
+    '5 seeds): ID accuracy concat 0.960, delta 0.969, cde 0.928 (spread '
+    '0.041 > 0.01); CE + SupCon (alpha 0.5) + L1 costs cde ~0.03-0.04 ID '
     'accuracy at 2000 steps'))
 def test_default_run_id_parity(default_summary):
   c = find_claim(default_summary, 'In distribution')
