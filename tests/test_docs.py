@@ -64,3 +64,44 @@ def test_every_launcher_is_in_the_paper_registry():
   from tests.test_launchers import NAMES  # pylint: disable=g-import-not-at-top
   assert set(NAMES) == set(papers.BY_NAME), (
       set(NAMES) ^ set(papers.BY_NAME))
+
+
+# Default runs recorded before figures were tracked, whose reruns (about
+# 1.9 h of 2-core CPU together) are still to come (issue 47); each rerun
+# removes its name here.
+AWAITING_FIGURES = {'qdpm', 'fastmix', 'bwcache', 'kernel_ppo', 'dlm',
+                    'dcd_ssm'}
+
+
+def test_every_paper_has_a_page_and_every_recorded_run_its_figures():
+  results = site.load_results()
+  for p in papers.PAPERS:
+    page = (ROOT / 'docs' / 'papers' / f'{p.name}.md').read_text()
+    assert site.BEGIN.format(key='results') in page, p.name
+    assert '(What the paper claims' not in page, (
+        f'docs/papers/{p.name}.md: the template text is still there')
+  for name, runs in results.items():
+    assert name in papers.BY_NAME, f'results/{name}: not in experiments/papers.py'
+    default = runs.get('default')
+    if default is not None and name not in AWAITING_FIGURES:
+      assert default.figures, f'results/{name}/default has no plots/*.png'
+    if name in AWAITING_FIGURES:
+      assert not default.figures, f'{name} has its figures: drop it from AWAITING_FIGURES'
+    for r in runs.values():
+      for fig in r.figures:
+        assert fig.stat().st_size <= site.MAX_FIGURE_BYTES * 1.05, fig
+
+
+def test_every_notebook_is_committed_with_outputs():
+  """Executed top to bottom (every code cell has an execution count), the
+  recorded results shown, and at least one figure in the outputs."""
+  for path in sorted((ROOT / 'colabs').glob('*.ipynb')):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == 'code']
+    fix = f'{path.name}: run `python -m experiments.colab_sync --execute`'
+    assert all(c.get('execution_count') for c in code), fix
+    show = [c for c in code if 'site.show(' in c.source]
+    assert show and show[0].get('outputs'), (
+        f'{path.name} does not show the recorded results')
+    assert any('image/png' in o.get('data', {})
+               for c in code for o in c.get('outputs', [])), fix

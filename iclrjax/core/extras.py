@@ -20,6 +20,7 @@ exit 2.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import types
 
 # Each extra and the modules it provides (pyproject.toml's optional
@@ -38,6 +39,27 @@ class MissingExtraError(ImportError):
   """An optional dependency is absent; the message says which extra has it."""
 
 
+def _missing(top: str, extra: str) -> MissingExtraError:
+  return MissingExtraError(
+      f"{top} is not installed; it comes with the '{extra}' extra: "
+      f"pip install 'iclrjax[{extra}]'")
+
+
+def check(module: str, extra: str) -> None:
+  """Raises `MissingExtraError` if `module`'s package is not installed,
+  without importing it (some, e.g. gymnax, start the XLA backend on import,
+  which must not happen before `jax.distributed.initialize()`)."""
+  if extra not in EXTRAS:
+    raise ValueError(f'unknown extra {extra!r}; known: {sorted(EXTRAS)}')
+  top = module.split('.')[0]
+  try:
+    spec = importlib.util.find_spec(top)
+  except ValueError:  # sys.modules[top] is None or has no spec
+    spec = None
+  if spec is None:
+    raise _missing(top, extra)
+
+
 def require(module: str, extra: str) -> types.ModuleType:
   """Imports `module` (e.g. 'statsmodels.api'), or raises a one-line
   `MissingExtraError` naming `pip install 'iclrjax[<extra>]'`."""
@@ -49,6 +71,4 @@ def require(module: str, extra: str) -> types.ModuleType:
     top = module.split('.')[0]
     if e.name is None or e.name.split('.')[0] != top:
       raise  # the package is there but one of its own imports failed
-    raise MissingExtraError(
-        f"{top} is not installed; it comes with the '{extra}' extra: "
-        f"pip install 'iclrjax[{extra}]'") from e
+    raise _missing(top, extra) from e

@@ -466,7 +466,7 @@ class Experiment:
   def full_preflight(self, cfg: ml_collections.ConfigDict) -> None:
     """`requires`' packages are importable, then `preflight`."""
     for module, extra in (self.requires(cfg) if self.requires else ()):
-      extras.require(module, extra)
+      extras.check(module, extra)  # without importing it
     if self.preflight is not None:
       self.preflight(cfg)
 

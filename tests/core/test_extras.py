@@ -79,7 +79,7 @@ def test_experiments_check_their_extras_before_any_compute(name, monkeypatch):
     assert extra in extras.EXTRAS and module.split('.')[0] in extras.EXTRAS[
         extra], (module, extra)
   module, extra = needed[0]
-  monkeypatch.setitem(sys.modules, module, None)
+  monkeypatch.setitem(sys.modules, module.split('.')[0], None)
   with pytest.raises(extras.MissingExtraError,
                      match=rf"pip install 'iclrjax\[{extra}\]'"):
     exp.full_preflight(cfg)

@@ -336,7 +336,7 @@ def default_run(tmp_path_factory):
   return summary, {k: v['mean'] for k, v in summary['metrics'].items()}
 
 
-# Measured: default config at adb9a36 (3 seeds, 540 s; results/guidance_wm).
+# Measured: default config at 35c4c53 (3 seeds, 523 s; results/guidance_wm).
 @pytest.mark.slow
 @pytest.mark.parametrize('start', [
     'Zero-bit p-values', 'Guidance (augmentation', 'Adding 1-pixel shifts',
@@ -344,7 +344,7 @@ def default_run(tmp_path_factory):
     'Under a 1-pixel shift attack',
     pytest.param('Guidance costs little realism', marks=pytest.mark.xfail(
         strict=True, reason=(
-            'FD to real digits +45% at omega 8, last 25 (bit acc 0.953); '
+            'FD to real digits +44% at omega 8, last 25 (bit acc 0.957); '
             '+9% only at omega 2'))),
 ])
 def test_default_claims(default_run, start):

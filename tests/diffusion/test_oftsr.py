@@ -372,12 +372,12 @@ def default_run(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize('prefix', ['(i) ', '(ii) ', '(iii) ', '(vi) '])
 def test_default_claims(default_run, prefix):
-  # Measured (default config at a177f71, 3 seeds, 163 s): student t=0.99 vs
-  # teacher 32-step endpoint 31.41 dB (the jump: 21.70); student PSNR 14.31
-  # -> 13.00 dB and FD 13.16 -> 5.33 from t=0.01 to 0.99 (ratio 0.41;
-  # undistilled FD 13.18 -> 105.8); teacher FD sigma_p=0: 36.42 vs
-  # sigma_p=0.1: 4.96 (7.3x; seed spread 1.06x); gap closed (13.78 - 5.33) /
-  # (13.78 - 4.96) = 0.957 (undistilled -10.4).
+  # Measured (default config at 35c4c53, 3 seeds, 235 s): student t=0.99 vs
+  # teacher 32-step endpoint 31.41 dB (the jump: 21.71); student PSNR 14.32
+  # -> 13.00 dB and FD 13.22 -> 5.30 from t=0.01 to 0.99 (ratio 0.40;
+  # undistilled FD 13.26 -> 105.8); teacher FD sigma_p=0: 37.71 vs
+  # sigma_p=0.1: 4.94 (7.6x; seed spread 1.07x); gap closed (13.88 - 5.30) /
+  # (13.88 - 4.94) = 0.960 (undistilled -10.3).
   c = _claim(default_run, prefix)
   assert c['holds'], c
   assert c['control'].endswith('(fails)'), c
@@ -386,8 +386,8 @@ def test_default_claims(default_run, prefix):
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     "criterion (v) against the teacher's one-step Euler jump: student FD "
-    '5.33 vs jump 13.78 (ratio 0.39 > 0.2, a177f71); the 32-step teacher '
-    'itself is at 4.96 (0.36), so 0.2x would need a student far better than '
+    '5.30 vs jump 13.88 (ratio 0.38 > 0.2, 35c4c53); the 32-step teacher '
+    'itself is at 4.94 (0.36), so 0.2x would need a student far better than '
     'its '
     'teacher'))
 def test_default_criterion_v(default_run):

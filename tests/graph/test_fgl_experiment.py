@@ -120,19 +120,19 @@ def default_summary(tmp_path_factory):
 
 _XFAIL = {
     'Homophily-biased sampling': (
-        'default run at f3f5511: uniform trees match the graph (0.798 / '
+        'default run at 35c4c53: uniform trees match the graph (0.798 / '
         '0.602 / 0.596 vs 0.797 / 0.603 / 0.597) and estimator trees clear '
         '+0.08 (0.905 / 0.721 / 0.893), but oracle trees reach 0.978 / '
         '0.933 / 0.929 < 0.98 (perturb-and-MAP with the 0.05 weight floor; '
         'a rerun with the floor on Wilson only: oracle 0.993 / 0.973 / '
         '0.971, est 0.914 / 0.791 / 0.949, still short at h 0.6)'),
     'Accuracy improves with the tree': (
-        'default run at f3f5511: at h 0.8 / SNR 0.3 the refined estimator '
+        'default run at 35c4c53: at h 0.8 / SNR 0.3 the refined estimator '
         'loses to uniform trees on 2 of 5 seeds (0.879 vs 0.886, 0.862 vs '
         '0.914; learned affinities recover much of the gap); uniform < est '
         '< oracle holds on every seed at h 0.6 (SNR 0.3 and 0.6)'),
     'At graph homophily': (
-        'default run at f3f5511: FGL-est 0.977 >= GCN 0.920 on 5/5 seeds, '
+        'default run at 35c4c53: FGL-est 0.977 >= GCN 0.920 on 5/5 seeds, '
         'but the control does not fail: FGL on uniform trees 0.968 (and '
         'the MLP 0.936) also beat GCN at this SNR'),
 }

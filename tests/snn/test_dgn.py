@@ -351,7 +351,7 @@ def _claims(summary):
 
 @pytest.fixture(scope='module')
 def default_summary(tmp_path_factory):
-  """The full default run (~8 min, 3 seeds); only the slow tests use it.
+  """The full default run (~6 min, 3 seeds); only the slow tests use it.
   Its record: results/dgn_snn/default/summary.json."""
   return exp.EXPERIMENT.execute(dgn_config.get_config(),
                                 tmp_path_factory.mktemp('dgn') / 'run')
@@ -359,11 +359,11 @@ def default_summary(tmp_path_factory):
 
 @pytest.mark.slow
 def test_default_config_claims(default_summary):
-  # Measured (d6b43f9, 2-core CPU): clean DGN 0.816 vs LIF 0.711 (+0.104),
-  # ALIF 0.735 (+0.081); insertion 0.02: 0.594 vs 0.522; deletion 30%:
-  # 0.707 vs 0.599; PLIF in DGN's place fails each (+0.028, +0.004, +0.016,
-  # +0.019). Trained first layer at rate 0.05: Var(V) DGN/LIF 0.584 (per
-  # seed 0.564, 0.610, 0.578); C = 0 ablation 0.983.
+  # Measured (35c4c53, 2-core CPU, 380 s): clean DGN 0.816 vs LIF 0.711
+  # (+0.104), ALIF 0.735 (+0.081); insertion 0.02: 0.594 vs 0.522; deletion
+  # 30%: 0.707 vs 0.599; PLIF in DGN's place fails each (+0.028, +0.004,
+  # +0.016, +0.019). Trained first layer at rate 0.05: Var(V) DGN/LIF 0.584
+  # (per seed 0.564, 0.610, 0.578); C = 0 ablation 0.983.
   claims = _claims(default_summary)
   assert len(claims) == 6, list(claims)
   for name, c in claims.items():
@@ -377,7 +377,7 @@ def test_default_config_claims(default_summary):
 @pytest.mark.xfail(strict=True, reason=(
     'Retention (perturbed / clean) is LIF-like: DGN higher at 5/12 levels '
     '(deletion and current noise), lower under insertion and jitter, e.g. '
-    'jitter 4: 0.70 vs 0.83 (d6b43f9, 3 seeds)'))
+    'jitter 4: 0.70 vs 0.83 (35c4c53, 3 seeds)'))
 def test_default_config_retention_claim(default_summary):
   (c,) = [c for n, c in _claims(default_summary).items()
           if n.startswith('Robustness')]
