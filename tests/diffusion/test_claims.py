@@ -110,7 +110,7 @@ def qdpm_default(tmp_path_factory):
 def test_qdpm_default_claims(qdpm_default, prefix):
   # Measured (default config at a177f71, 2 seeds, 8000 steps, 760 s): test
   # NLL digits QDPM 2.132 < VDM 2.868, known-entropy set (H = 2.012) QDPM
-  # 2.269 (gap +0.257 <= 0.3) < VDM 2.971; all >= H - 3 SE. Controls: the
+  # 2.269 (gap +0.257 <= 0.3) < VDM 2.973 (35c4c53); all >= H - 3 SE. Controls: the
   # literal gate exp(-1/t^2) scores 3.291 / 3.528 (fails both), Eq. 22 without
   # its constant -1.819 bpd (below H: fails).
   c = _by_prefix(qdpm_default, prefix)
