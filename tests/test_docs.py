@@ -67,9 +67,9 @@ def test_every_launcher_is_in_the_paper_registry():
 
 
 # Default runs recorded before figures were tracked, whose reruns (about
-# 1.7 h of 2-core CPU together) are still to come (issue 47); each rerun
+# 1.5 h of 2-core CPU together) are still to come (issue 47); each rerun
 # removes its name here.
-AWAITING_FIGURES = {'fastmix', 'bwcache', 'kernel_ppo', 'dlm', 'dcd_ssm'}
+AWAITING_FIGURES = {'bwcache', 'kernel_ppo', 'dlm', 'dcd_ssm'}
 
 
 def test_every_paper_has_a_page_and_every_recorded_run_its_figures():
