@@ -246,13 +246,41 @@ def module_links(p: papers_lib.Paper) -> str:
   return '\n'.join(f'- [`{m}`][{m}]' for m in p.modules)
 
 
+BLOB = 'https://github.com/iclrjax/iclrjax/blob/main/'
+
+
+def source_block(p: papers_lib.Paper) -> str:
+  """The page's opening lines: the paper, its code, and the parity tests
+  that run released code on our inputs."""
+  if not p.url:
+    return 'No paper: ' + ('the template every paper copies.'
+                           if p.kind == 'template' else
+                           'shared infrastructure.')
+  gh = lambda r: f'[{r}](https://github.com/{r})'
+  tests = ' and '.join(f'[`tests/parity/{t}`]({BLOB}tests/parity/{t})'
+                       for t in p.parity)
+  code = (f'Official code: {gh(p.code)}.' if p.code else
+          'No official code was found.' if not p.code_note else '')
+  parts = [code, p.code_note]
+  if p.parity:
+    ran = ' and '.join(
+        ([f'the official code'] if p.code else [])
+        + [f'the third-party {gh(r)}' for r in p.references])
+    parts.append(f'Our method is run beside {ran} on the same inputs in '
+                 f'{tests}.')
+  else:
+    parts.append('With no code to run, the tests check the method against '
+                 'the paper\'s equations (closed forms and independent '
+                 'references).')
+  return (f'Paper: [{p.source}]({p.url}).\n\n**Code.** '
+          + ' '.join(x for x in parts if x))
+
+
 def new_page(p: papers_lib.Paper) -> str:
-  source = (f'{p.source}: <{p.url}>' if p.url else
-            'No paper: ' + ('the template every paper copies.'
-                            if p.kind == 'template' else
-                            'shared infrastructure.'))
   return PAGE_TEMPLATE.format(
-      title=p.title, source_line=source, modules=module_links(p),
+      title=p.title, source_line=(BEGIN.format(key='source') + '\n'
+                                  + END.format(key='source')),
+      modules=module_links(p),
       name=p.name, begin=BEGIN.format(key='results'),
       end=END.format(key='results'))
 
@@ -301,6 +329,7 @@ def outputs(results: dict[str, dict[str, Run]], root: pathlib.Path = ROOT
     rel = f'docs/papers/{p.name}.md'
     path = root / rel
     text = path.read_text() if path.exists() else new_page(p)
+    text = replace_between(text, 'source', source_block(p))
     out[rel] = replace_between(text, 'results',
                                results_section(p, results.get(p.name, {})))
   out.update(api_pages(root))

@@ -375,11 +375,10 @@ def run(r: launch.Run) -> launch.Result:
   dec = decoding(c, params)
   r.plot(['train/loss'], 'train_loss', logy=True,
          title='teacher-forced cross-entropy')
-  log_lib.plot_series(
-      [('exact match', np.arange(len(ARMS)),
-        np.stack([dec[a]['exact_match'] for a in ARMS]))],
-      r.plots_dir / 'decoding.png', xlabel=' | '.join(ARMS),
-      ylabel='exact match', title='decoding arms (x: arm index)')
+  log_lib.plot_bars({a: dec[a]['exact_match'] for a in ARMS},
+                    r.plots_dir / 'decoding.png', bounds=(0.0, 1.0),
+                    highlight=('token_guard',), ylabel='exact match',
+                    title='decoding arms')
   metrics = {'train/steps_taken': steps, 'train/probe_accuracy': probe,
              **{f'detect/{k}': v for k, v in det.items()}}
   for arm, d in dec.items():

@@ -66,6 +66,15 @@ def test_every_launcher_is_in_the_paper_registry():
       set(NAMES) ^ set(papers.BY_NAME))
 
 
+def test_every_parity_test_is_named_on_its_papers_page():
+  named = [t for p in papers.PAPERS for t in p.parity]
+  files = sorted(f.name for f in (ROOT / 'tests' / 'parity').glob('test_*.py'))
+  assert sorted(named) == files, set(named) ^ set(files)
+  for p in papers.PAPERS:
+    assert bool(p.references) <= bool(p.parity), p.name
+    assert p.code or p.code_note or not p.parity or p.references, p.name
+
+
 # Default runs recorded before figures were tracked, whose reruns (about
 # 1.5 h of 2-core CPU together) are still to come (issue 47); each rerun
 # removes its name here.

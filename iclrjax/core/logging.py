@@ -336,6 +336,54 @@ def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
   return path
 
 
+
+def plot_bars(values: Mapping[str, np.ndarray], path: str | os.PathLike, *,
+              title: str = '', ylabel: str = 'value',
+              bounds: tuple[float, float] | None = None,
+              highlight: Sequence[str] = ()) -> pathlib.Path:
+  """Compares methods (arms, ablations) on one metric: {label: values [n]}.
+
+  One bar per label at its mean over the n seeds, a 95% t-interval as an
+  error bar (clipped to `bounds`, the range the metric cannot leave) and
+  each seed as a dot, so a reader sees the spread as well as the mean.
+  Labels in `highlight` (the method) are drawn in the first colour, the
+  others in grey.
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  labels = list(values)
+  fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(labels) + 1.5), 4))
+  for i, label in enumerate(labels):
+    vals = np.atleast_1d(np.asarray(values[label], np.float64))
+    n = len(vals)
+    mean, half = mean_ci95(vals)
+    lo, hi = mean - half, mean + half
+    if bounds is not None:
+      lo, hi = float(np.clip(lo, *bounds)), float(np.clip(hi, *bounds))
+    colour = series_style(0)['color'] if label in highlight else '0.6'
+    ax.bar(i, mean, color=colour, alpha=0.7, width=0.7)
+    ax.errorbar(i, mean, yerr=[[mean - lo], [hi - mean]], color='k',
+                capsize=4, linewidth=1)
+    jitter = np.linspace(-0.15, 0.15, n) if n > 1 else np.zeros(1)
+    ax.scatter(i + jitter, vals, s=10, color='k', zorder=3)
+  ax.set_xticks(range(len(labels)))
+  ax.set_xticklabels(labels, rotation=20 if len(labels) > 3 else 0,
+                     ha='right' if len(labels) > 3 else 'center', fontsize=8)
+  ax.set_ylabel(ylabel)
+  if bounds is not None:
+    ax.set_ylim(bottom=bounds[0])
+  n = len(np.atleast_1d(values[labels[0]])) if labels else 0
+  ax.set_title(f'{title} (mean, 95% CI, dots: {n} seeds)' if title else
+               f'mean, 95% CI, dots: {n} seeds', fontsize=10)
+  ax.grid(alpha=0.3, axis='y')
+  fig.savefig(path, dpi=100, bbox_inches='tight')
+  plt.close(fig)
+  return path
+
 def plot_curves(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
                 path: str | os.PathLike, *, title: str = '',
                 xlabel: str = 'step', ylabel: str | None = None,

@@ -58,6 +58,11 @@ def test_curves_and_plot(tmp_path):
   path = log_lib.plot_curves(rows, ['a', 'b'], tmp_path / 'p' / 'ab.png')
   data = path.read_bytes()
   assert data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 5000
+  bars = log_lib.plot_bars({'method': [0.9, 0.8, 1.0], 'ablation': [0.2, 0.1,
+                                                                     0.3]},
+                           tmp_path / 'bars.png', bounds=(0.0, 1.0),
+                           highlight=('method',), ylabel='accuracy')
+  assert bars.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
 def test_progress_quiet_logs(caplog):
