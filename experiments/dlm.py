@@ -244,8 +244,9 @@ def _jsonable(obj):
 
 
 def exact_claims(ex: dict[str, dict]) -> list[launch.Claim]:
-  """The paper's statements checked on their constructions (gen.md 6.3),
-  from `dlm.summary()`, each with the sampler that fails it."""
+  """The paper's statements checked on their constructions (arXiv
+  2512.25014, Theorems on the round complexity of masked and revising
+  samplers), from `dlm.summary()`, each with the sampler that fails it."""
   nr, rv = ex['onehot_norevision'], ex['onehot_revision']
   gap = all(all(t > 1e-6 for t in v['tv'][:-1]) and v['tv'][-1] < 1e-12
             for v in nr.values())
@@ -366,7 +367,8 @@ def learned_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
               'the loop schedule without remasking (eta = 0)',
               f'{z:.3f} ({z - a:+.3f})', z >= a + cfg.margin),
           paper=('ReMDM: remasking improves quality as steps grow (OWT '
-                 'MAUVE); margin 0.10 from gen.md 6.4')))
+                 'MAUVE); our margin 0.10 (the paper gives no number on this '
+                 'task)')))
   return claims
 
 

@@ -469,7 +469,7 @@ def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
   claims.append(launch.Claim(
       claim=(f'(v) Distillation beats the natural one-step sampler: the '
              f'student at t={hi:g} has FD <= 0.2x that of the teacher\'s '
-             'one-step Euler jump from t=eps (gen.md 3.4 criterion v; its '
+             'one-step Euler jump from t=eps (our criterion v; its '
              '0.2 was calibrated against the undistilled model used as the '
              'student).'),
       holds=f_hi <= 0.2 * jump,

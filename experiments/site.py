@@ -204,7 +204,8 @@ def results_section(p: papers_lib.Paper, runs: dict[str, Run]) -> str:
       out.append(f'![{r.variant}: {fig.stem}](../{rel})\n')
   others = [v for v in config_variants(p.name) if v not in runs]
   if others:
-    out.append('Other variants of `configs/%s.py` (not recorded): %s. Run '
+    out.append('Other variants of `configs/%s.py` (not recorded, so no '
+               'runtime is measured): %s. Run '
                'one with `python -m experiments.%s '
                '--config=configs/%s.py:<variant>`; `smoke` is the tests\' '
                'size, too small to test the claims.' % (
