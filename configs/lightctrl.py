@@ -26,7 +26,7 @@ Variants:
            3 seeds. The paper's IC-Light / AnimateDiff / StableNormal are
            billion-parameter pretrained models, not available here.
 
-Claims (experiments/lightctrl.py; llm.md A.3): light-centroid error <=
+Claims (experiments/lightctrl.py; thresholds ours, the paper's metrics): light-centroid error <=
 0.7x the baseline's; PSNR to the ground truth >= baseline + 1 dB; source
 leakage drops >= 30% with fusion on vs off; frame-to-frame change <= 1.2x
 the ground truth's (control: the per-frame relighter).

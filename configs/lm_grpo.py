@@ -49,7 +49,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.sft_learning_rate = 3e-3
   c.sft_weight_decay = 0.0
   c.sft_target = 0.2           # a seed's SFT stops once its greedy probe
-  c.probe_size = 256           # accuracy reaches this (llm.md A.0: 0.1-0.6;
+  c.probe_size = 256           # accuracy reaches this (GRPO needs 0.1-0.6;
   c.probe_every = 10           # its calibration started GRPO at 0.185)
   # GRPO (iclrjax/lm/grpo.py).
   c.grpo_steps = 200

@@ -42,7 +42,7 @@ Variants:
            training images live in accelerator memory as uint8 (FFHQ
            69.9k x 256^2 x 3 = 13.7 GB; cap with --config.num_train).
 
-Pass criteria (gen.md 3.4 / issue 9): (i) PSNR(student t=0.99, teacher
+Pass criteria (ours, on the paper's measures): (i) PSNR(student t=0.99, teacher
 32-step endpoint) >= 27 dB; (ii) PSNR(t=0.01) > PSNR(t=0.99) and
 FD(0.99) <= 0.8 FD(0.01); (iii) FD(sigma_p=0 teacher) >= 1.5 FD(sigma_p=0.1
 teacher); (iv) FD(student t=0.99) <= 0.2 FD(undistilled one-step jump).

@@ -30,7 +30,7 @@ reference's TF-IDF clustering and keyword /
 length bonuses are text heuristics and are not used (see
 iclrjax/lm/token_guard.py).
 
-Pass criteria (llm.md A.4): AUROC(F_seg) >= 0.70 and >= AUROC(segment
+Pass criteria (ours, on the paper's measures): AUROC(F_seg) >= 0.70 and >= AUROC(segment
 log-prob) + 0.02 on every seed; Token-Guard's hallucination rate <= 0.75x
 greedy's and exact match >= greedy + 0.05 within 8x greedy's forward
 passes on every seed; its exact-match gaps to phi-decoding and to the

@@ -24,7 +24,8 @@ more; its own convergence, PSNR against half its steps, is recorded) and the
 data (Frechet distance to the test split in a digits classifier's feature
 space, for `cfg` also the classifier's agreement with the requested class;
 on CIFAR-10 in the fixed random-conv features of `features`).
-Claims: gen.md 5.5 and issue 16 item 3.
+Claims: the paper's speed-up at matched quality (arXiv 2509.13789,
+Sec. 4), each with a control (see `evaluate_claims`).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ installed by hand, or a rerun of the cell).
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 import tomllib
 
@@ -73,6 +74,9 @@ def first_code_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 _TAG = 'iclrjax'   # cell metadata key of the generated result cells
+# Executed notebooks keep the figures that `plt.show()` draws (Agg would
+# drop them).
+INLINE_BACKEND = 'module://matplotlib_inline.backend_inline'
 
 RECORDED_MD = """\
 ## Recorded results
@@ -125,9 +129,34 @@ def claims_md(name: str, root: pathlib.Path = ROOT) -> str:
   return '\n'.join(lines)
 
 
+# The opening cell's sentence on the default config's runtime, rewritten from
+# the recorded run's wall time ("the default config (`VARIANT = None`...)
+# took 26 min in its recorded run (CPU (2 cores), commit 35c4c53)").
+_RUNTIME = re.compile(r'(the default config \(`VARIANT = None`[^)]*\))(.*?)'
+                      r'(?=\. A progress|\.\s*\Z)', re.S)
+
+
+def runtime_phrase(name: str, root: pathlib.Path = ROOT) -> str:
+  """' took <wall time> in its recorded run (<hardware>, commit <c>)'."""
+  import json  # pylint: disable=g-import-not-at-top
+  from experiments import site  # pylint: disable=g-import-not-at-top
+  path = root / 'results' / name / 'default' / 'summary.json'
+  if not path.exists():
+    return ' has no recorded run yet'
+  s = json.loads(path.read_text())
+  return (f' took {site.duration(s.get("wall_s"))} in its recorded run '
+          f'({site.hardware(s)}, commit {site.short_commit(s)})')
+
+
 def sync_notebook(nb: nbformat.NotebookNode, name: str, url: str) -> bool:
   """Rewrites `nb`'s generated cells in place; True if anything changed."""
   changed = False
+  opening = nb.cells[0]
+  text = _RUNTIME.sub(lambda m: m.group(1) + runtime_phrase(name),
+                      opening.source, count=1)
+  if text != opening.source:
+    opening.source = text
+    changed = True
   claims = nbformat.v4.new_markdown_cell(claims_md(name))
   claims.metadata[_TAG] = 'claims'
   i = _generated(nb, 'claims')
@@ -199,7 +228,7 @@ def execute(path: pathlib.Path, root: pathlib.Path = ROOT,
   import os  # pylint: disable=g-import-not-at-top
   from nbclient import NotebookClient  # pylint: disable=g-import-not-at-top
   nb = nbformat.read(path, as_version=4)
-  os.environ.setdefault('MPLBACKEND', 'Agg')
+  os.environ['MPLBACKEND'] = INLINE_BACKEND
   client = NotebookClient(nb, timeout=timeout, kernel_name='python3',
                           resources={'metadata': {'path': str(root)}})
   client.execute()

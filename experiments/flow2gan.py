@@ -10,7 +10,7 @@ WAVs (configs/flow2gan.py).
 Stage 1 trains the flow-matching variants of `FM_VARIANTS` (seeds vmapped),
 stage 2 GAN-fine-tunes the endpoint teacher unrolled to n Euler steps;
 every model is scored on fixed test clips (LSD overall and on quiet bins,
-RMS in the silent gaps, MR-STFT); claims gen.md 4.4 (i)-(iv), each with a
+RMS in the silent gaps, MR-STFT); claims (i)-(iv), each with a
 control. With dataset='libritts' (the paper variant) the training clips are
 segments of the WAV files in `data_dir`, passed to the compiled loop as
 `data`, and the test clips come from its held-out files (`load_data`).
@@ -281,7 +281,7 @@ def _seed_spread(x) -> float:
 
 
 def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
-  """gen.md 4.4 criteria (i)-(iv), each with a control that fails it: the
+  """Criteria (i)-(iv), each with a control that fails it: the
   baseline against itself across seeds for the ratio claims (i), (ii), the
   untuned teacher for (iii), and for (iv), a paired 95% CI over seeds with
   the single-branch model against itself (seed halves) as the null."""

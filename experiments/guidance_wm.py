@@ -8,7 +8,7 @@ decoder guides sampling (configs/guidance_wm.py).
 Trains the generator and the watermark decoder (seeds vmapped), samples
 with and without guidance over omega, x0 estimates and augmentation sets,
 and scores bit accuracy, zero-bit p-values, robustness to shifts, label
-preservation and FD; claims gen.md 2.4.
+preservation and FD; each claim with a control.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ reference's six moving trajectories with
 scored against the renderer's ground-truth relit videos: light-centroid
 error, PSNR, source-light leakage, frame-to-frame change. One trained net
 per training seed; evaluation seeds (fresh videos, noise) are the seed axis
-of the metrics. Claims: llm.md A.3 and issue 24.
+of the metrics. Each claim has a control (see `evaluate_claims`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Trains the flow teachers (one per sigma_p, seeds vmapped), distils the
 one-step student from the sigma_p = student_sigma_p teacher, and scores
 PSNR vs HR and FD to real digits for the LR input, every teacher (N-step
 Euler and its one-step jump), the student over the knob t and the
-undistilled model used as the student; claims gen.md 3.4 (i)-(v) and the
+undistilled model used as the student; claims (i)-(v) and the
 gap-closure criterion (vi), each with a control.
 
 Realism (FD) is measured in a digits classifier's features for digits and,
@@ -410,8 +410,8 @@ def _plots(r, c, m: dict[str, np.ndarray], grid: dict[str, np.ndarray]
 
 
 def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
-  """gen.md 3.4 criteria (i)-(v), each with a control that fails it; (v) is
-  scored against the teacher's natural one-step Euler jump (issue 16), and
+  """Criteria (i)-(v), each with a control that fails it; (v) is
+  scored against the teacher's natural one-step Euler jump, and
   (vi) is the gap-closure form of the same question."""
   mean = lambda k: float(np.mean(m[k]))
   lo, hi = c.knob_ts[0], c.knob_ts[-1]

@@ -16,7 +16,7 @@ separator, EOS after the last), the "reasoning steps" Token-Guard scores.
 A segment is correct when it equals the bound value (and separator), else
 hallucinated. With `shuffle_keys=False` the keys appear in alphabetical
 order (a, b, c, ...): a lookup a 2-layer model learns in a few hundred steps
-(with shuffled keys it sits on the associative-recall plateau, llm.md A.4).
+(with shuffled keys it sits on the associative-recall plateau of small transformers).
 
 Phase `train`: one LM per seed (the vmapped axis) trained by teacher forcing
 on the answers until its greedy per-segment accuracy on a probe set reaches

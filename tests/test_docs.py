@@ -1,6 +1,7 @@
 """First contact: the documentation site builds, the generated tables and
 pages agree with results/, and the repository holds no machine's paths."""
 
+import json
 import os
 import pathlib
 import re
@@ -111,5 +112,22 @@ def test_every_notebook_is_committed_with_outputs():
     show = [c for c in code if 'site.show(' in c.source]
     assert show and show[0].get('outputs'), (
         f'{path.name} does not show the recorded results')
+    # ... the run recorded now, with its figures.
+    summary = ROOT / 'results' / path.stem / 'default' / 'summary.json'
+    if summary.exists():
+      run = site.Run(path.stem, 'default',
+                     json.loads(summary.read_text()), summary.parent)
+      shown = ''.join(str(o.get('data', {}).get('text/markdown', ''))
+                      for o in show[0].outputs)
+      h, n = run.held
+      assert f'`{site.short_commit(run.summary)}`' in shown and (
+          f'{h} of {n} claims hold' in shown), (
+              f'{path.name} shows an older recorded run: {fix}')
+      images = sum('image/png' in o.get('data', {}) for o in show[0].outputs)
+      assert images == len(run.figures), (path.name, images, fix)
+    for c in code:  # every plot drawn in the notebook is in its outputs
+      if 'plt.show()' in c.source:
+        assert any('image/png' in o.get('data', {}) for o in c.outputs), (
+            f'{path.name}: a cell calling plt.show() has no image; {fix}')
     assert any('image/png' in o.get('data', {})
                for c in code for o in c.get('outputs', [])), fix

@@ -16,7 +16,7 @@ reflect-padded signal.
   the rfft bin frequencies linspace(0, sr / 2, n_fft // 2 + 1).
 * `log_mel(x)`: log(max(mel magnitude spectrogram, 1e-7)) (Vocos'
   `safe_log` of a power-1 `MelSpectrogram`, as Flow2GAN's condition).
-* `synth_clip(key)`: the synthetic harmonic clips of gen.md section 4.4
+* `synth_clip(key)`: synthetic harmonic clips
   (tones, ADSR envelopes, exact-zero gaps, a quiet high-frequency tone), a
   pure function of the key.
 * `find_wavs` / `split_files` / `wav_clips`: WAV files in the LibriTTS
@@ -222,7 +222,7 @@ def log_mel(x: jax.Array, sample_rate: int, n_fft: int, hop: int,
 
 # -- synthetic harmonic clips ------------------------------------------------------------
 class ClipSpec(NamedTuple):
-  """Synthetic clip parameters (gen.md section 4.4)."""
+  """Synthetic clip parameters."""
 
   sample_rate: int = 8000
   length: int = 4000            # 0.5 s at 8 kHz

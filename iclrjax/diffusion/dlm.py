@@ -574,7 +574,7 @@ def summary(onehot_ns: Sequence[int] = (4, 8),
             parity_ns: Sequence[int] = (4, 8, 16),
             ring_cases: Sequence[tuple[int, int]] = RING_CASES
             ) -> dict[str, dict]:
-  """Every number of the exact part (gen.md Sec. 6.3), as nested dicts.
+  """Every number of the exact part, as nested dicts.
 
   Keys: 'onehot_norevision'[n] = {'tv': [r = 1..n], 'rounds': [...]},
   'onehot_revision'[n] = {'tv', 'rounds'}, 'parity'[n] =

@@ -1,6 +1,6 @@
 """A learned masked diffusion LM: MDLM training, ReMDM remasking, revision.
 
-The learned demo of issue 9 (gen.md Sec. 6.4) next to the exact round model
+The learned demo next to the exact round model
 of `dlm.py` (arXiv 2512.25014, "Diffusion Language Models are Provably
 Optimal Parallel Samplers"): does letting a DLM undo tokens (remasking,
 revision) buy validity on constrained languages at a small number of model

@@ -1,7 +1,7 @@
 """A digits classifier and the Frechet distance in its feature space.
 
 The realism and "same content" measures of the 8x8-digits experiments
-(OFTSR, guidance watermarking; gen.md sections 2.4 and 3.4): an MLP
+(OFTSR, guidance watermarking): an MLP
 classifier trained on the digits train split, its penultimate activations as
 features (the FID recipe at toy scale, Heusel et al. 2017), and
 

@@ -1,6 +1,6 @@
 """Rectified flow (flow matching with straight paths): loss, samplers, trainer.
 
-Convention (the one of the BWCache pilot, gen.md section 5.4): t = 0 is data
+Convention (ours, shared by the diffusion experiments): t = 0 is data
 and t = 1 is noise,
 
   x_t = (1 - t) x0 + t eps,      eps ~ N(0, I),

@@ -63,7 +63,7 @@ load_image_folder`), bicubic degradation ('sr_interp', `degrade(...,
 mode='bicubic')`), and the backbone `SRUNet`: `nets.UNet` on concat(x, y)
 with the official guided-diffusion UNet's sizes (`configs/dis_fm_ffhq.yml`).
 
-Toy task of the CPU reproduction (gen.md 3.4): 2x super-resolution of the
+Toy task of the CPU reproduction: 2x super-resolution of the
 8x8 sklearn digits in [-1, 1] from 4x4 (2x2 average pool, nearest upsample,
 sigma_y = 0.3), a `nets.ResMLP` backbone on the flattened concat(x, y) with
 sinusoidal time features, realism = Frechet distance in the features of the

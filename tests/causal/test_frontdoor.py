@@ -155,7 +155,7 @@ def test_cross_fitted_estimates_recover_tau(estimates):
 
 
 def test_structural_noise_biases_the_plug_in_most(estimates):
-  # The pilot in the paper notes (5 seeds, n = 20000, delta = 0.5): PI .276,
+  # A 5-seed pilot (n = 20000, delta = 0.5): PI .276,
   # DR .085, R .086. Here: one seed, the same ordering.
   data, est = estimates
   err = {k: float(fd.rmse(v, data.tau)) for k, v in est[0.5].items()}

@@ -54,7 +54,7 @@ def test_schedule_rule_in_python():
   np.testing.assert_array_equal(
       bwcache.expected_computed_steps(10, 3).astype(int),
       [1, 1, 0, 0, 0, 1, 1, 1, 1, 1])
-  # The pilot's T = 50 counts (gen.md 5.4: 180 and 204 evals at N = 6).
+  # The pilot's T = 50 counts (180 and 204 evals at N = 6).
   assert bwcache.expected_computed_steps(50, 5).sum() == 30
   assert bwcache.expected_computed_steps(50, 2).sum() == 34
   # No trigger before step 4: k = 4, e = 4 + 5 // 2 = 6: skip 5, 6.

@@ -1,6 +1,6 @@
 """DLM round model (arXiv 2512.25014): exact laws, gap, CoT circuits, space.
 
-Reference numbers are the CPU pilot's (the paper notes, Sec. 6.3).
+Reference numbers are exact fractions (the hand check below).
 Hand check for n = 4 (no revision, oracle marginals): r = 1 draws four
 independent Bernoulli(1/4) bits, P(e_j) = (1/4)(3/4)^3 = 27/256, so
 TV = 4 (1/4 - 27/256) = 37/64 = 0.578125; r = 2 gives 11/32; r = 3 (blocks

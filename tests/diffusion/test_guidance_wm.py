@@ -50,7 +50,7 @@ def test_exact_decoding_threshold_is_sufficient_and_tight():
 
 
 def test_p_value_matches_monte_carlo_and_scipy():
-  """P[cos(U, u) > c] for U uniform on S^{M-1} (gen.md's MC numbers, M=16)."""
+  """P[cos(U, u) > c] for U uniform on S^{M-1} (Monte Carlo and scipy, M=16)."""
   m = 16
   z = jax.random.normal(jax.random.key(0), (400_000, m))
   u = gwm.antipodal(jax.random.bernoulli(jax.random.key(1), 0.5, (m,)))

@@ -156,7 +156,7 @@ def test_softround_only_bound_is_log2k_at_every_scale():
     # ... per image as well (within 4 SE for 64 images).
     np.testing.assert_array_less(np.abs(e.value - LOG2_17), 4 * e.se)
   # The paper's u-MC estimator (a) of the same bound is biased low at the
-  # [-1,1] scale (gen.md 1.6): float32 u ~ U(0,1) is a multiple of 2^-23, so
+  # [-1,1] scale: float32 u ~ U(0,1) is a multiple of 2^-23, so
   # it never draws t < ~0.25, where most of the bits are at that scale.
   assert float(umc['[-1,1]'].value.mean()) < 0.5 * LOG2_17
   assert 2.0 ** -23 > float(lik.u_of_t(jnp.float32(0.24)))

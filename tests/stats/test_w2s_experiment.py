@@ -134,7 +134,7 @@ def test_default_run_theory_claims(default_summary, start):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    'Enhanced-W2S at the notes\' a-priori p = 0.5, q = 0.7, student labels '
+    'Enhanced-W2S at a-priori p = 0.5, q = 0.7, student labels '
     '(default config at 35c4c53, 5 seeds): beats vanilla W2S in 4/5 seeds at '
     '(eta_l, eta_u) = (0.05, 0.5) (balanced accuracy W2S 0.556 -> 0.562) but '
     '1/5 at (0.5, 0.05) (0.830 -> 0.826); retraining on a random subset of the '
