@@ -76,10 +76,12 @@ def test_every_parity_test_is_named_on_its_papers_page():
     assert p.code or p.code_note or not p.parity or p.references, p.name
 
 
-# Default runs recorded before figures were tracked, whose reruns (about
-# 1.5 h of 2-core CPU together) are still to come (issue 47); each rerun
-# removes its name here.
-AWAITING_FIGURES = {'bwcache', 'kernel_ppo', 'dlm', 'dcd_ssm'}
+# Runs recorded before figures were tracked, whose reruns are still to come
+# (issue 47); each rerun removes its <name>/<variant> here.
+AWAITING_FIGURES = {
+    'bwcache/default', 'kernel_ppo/default', 'dlm/default', 'dcd_ssm/default',
+    'dcd_ssm/gap', 'kernel_ppo/brax', 'kernel_ppo/pendulum', 'kernel_ppo/rkhs',
+    'qdpm/integer'}
 
 
 def test_every_paper_has_a_page_and_every_recorded_run_its_figures():
@@ -91,14 +93,24 @@ def test_every_paper_has_a_page_and_every_recorded_run_its_figures():
         f'docs/papers/{p.name}.md: the template text is still there')
   for name, runs in results.items():
     assert name in papers.BY_NAME, f'results/{name}: not in experiments/papers.py'
-    default = runs.get('default')
-    if default is not None and name not in AWAITING_FIGURES:
-      assert default.figures, f'results/{name}/default has no plots/*.png'
-    if name in AWAITING_FIGURES:
-      assert not default.figures, f'{name} has its figures: drop it from AWAITING_FIGURES'
+    for variant, r in runs.items():
+      key = f'{name}/{variant}'
+      if key in AWAITING_FIGURES:
+        assert not r.figures, f'{key} has its figures: drop it from AWAITING_FIGURES'
+      else:
+        assert r.figures, f'results/{key} has no plots/*.png'
     for r in runs.values():
       for fig in r.figures:
         assert fig.stat().st_size <= site.MAX_FIGURE_BYTES * 1.05, fig
+
+
+# Notebooks executed with the Agg backend (their plt.show() figures lost) or
+# before their recorded run changed, to re-execute (issue 47); each
+# re-execution removes its name here.
+NOTEBOOKS_TO_RERUN = {
+    'arbuffer', 'causal_delta', 'dgn_snn', 'fastmix', 'flow2gan',
+    'lightctrl', 'lkgp_bandit', 'qdpm', 'sgd_llc', 'tsfm_knobs', 'unicot',
+    'w2s'}
 
 
 def test_every_notebook_is_committed_with_outputs():
@@ -114,6 +126,8 @@ def test_every_notebook_is_committed_with_outputs():
         f'{path.name} does not show the recorded results')
     # ... the run recorded now, with its figures.
     summary = ROOT / 'results' / path.stem / 'default' / 'summary.json'
+    if path.stem in NOTEBOOKS_TO_RERUN:
+      continue
     if summary.exists():
       run = site.Run(path.stem, 'default',
                      json.loads(summary.read_text()), summary.parent)

@@ -101,3 +101,23 @@ def test_importing_every_family_is_cheap():
   assert out.returncode == 0, out.stderr[-3000:]
   got = json.loads(out.stdout.strip().splitlines()[-1])
   assert got == {'optional': [], 'backends': []}, got
+
+
+def _example(family: str) -> str:
+  doc = importlib.import_module(f'iclrjax.{family}').__doc__ or ''
+  block = doc.split('```python', 1)[1].split('```', 1)[0]
+  lines = block.splitlines()
+  indent = min(len(l) - len(l.lstrip()) for l in lines if l.strip())
+  return '\n'.join(l[indent:] for l in lines)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', FAMILIES)
+def test_family_example_runs(family):
+  """The docstring example a reader copies first runs as written (slow: each
+  compiles its small model; about a minute for all on 2 cores)."""
+  env = {**os.environ, 'JAX_PLATFORMS': 'cpu'}
+  out = subprocess.run([sys.executable, '-c', _example(family)], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=600,
+                       check=False)
+  assert out.returncode == 0, out.stderr[-3000:]

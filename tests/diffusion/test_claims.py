@@ -108,9 +108,9 @@ def qdpm_default(tmp_path_factory):
     "QDPM's test NLL is below VDM's", "QDPM's test NLL on the known-entropy",
     'Estimator sanity'])
 def test_qdpm_default_claims(qdpm_default, prefix):
-  # Measured (default config at a177f71, 2 seeds, 8000 steps, 760 s): test
+  # Measured (default config at 35c4c53, 2 seeds, 8000 steps, 1017 s): test
   # NLL digits QDPM 2.132 < VDM 2.868, known-entropy set (H = 2.012) QDPM
-  # 2.269 (gap +0.257 <= 0.3) < VDM 2.973 (35c4c53); all >= H - 3 SE. Controls: the
+  # 2.269 (gap +0.257 <= 0.3) < VDM 2.973; all >= H - 3 SE. Controls: the
   # literal gate exp(-1/t^2) scores 3.291 / 3.528 (fails both), Eq. 22 without
   # its constant -1.819 bpd (below H: fails).
   c = _by_prefix(qdpm_default, prefix)
@@ -121,8 +121,8 @@ def test_qdpm_default_claims(qdpm_default, prefix):
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     'The paper-style u ~ U(0,1) estimator is biased low (default config at '
-    'a177f71, 64 known-entropy test examples x 4096 draws): trained QDPM u-MC '
-    '2.024 vs quadrature 2.263 bpd (SE 0.071; digits 1.884 vs 2.064); the '
+    '35c4c53, 64 known-entropy test examples x 4096 draws): trained QDPM u-MC '
+    '2.024 vs quadrature 2.263 bpd (SE 0.071; digits 1.884 vs 2.063); the '
     'literal-gate softround-only model (exact log2 17 = 4.087) 1.825. Its '
     'heavy tail, t < 0.25 grid steps needs u < exp(-16), is almost never '
     'drawn, in float32 or float64.'))
