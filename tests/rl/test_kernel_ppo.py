@@ -173,7 +173,7 @@ def test_default_config_claims(default_run):
     'Graded on the final 10% of training (default config at 06a380b), '
     'k^-0.5 converges (>= 475) in 2/10 CartPole seeds within 500k steps '
     '(final-10% mean 415.9, per seed 244-484; 6/10 and 471.4 at 67a67e8, '
-    'the same computation up to float rounding), below the 8/10 criterion; '
+    'before refactors that keep the equations), below the 8/10 criterion; '
     'every seed reaches a rolling mean of 475 at some point (10/10 solved), '
     'so the policy does not stay there. k^-0.2: 430.2 (0/10).'))
 def test_default_cartpole_convergence_claim(default_run):
