@@ -465,10 +465,10 @@ def dlm_default(tmp_path_factory):
     '[onehot] the trained MDLM', '[latin] the trained MDLM',
     '[onehot] quality gate', '[latin] quality gate'])
 def test_default_claims_that_hold(dlm_default, prefix):
-  # Measured (default config, 3 seeds, bias-corrected EMA, a177f71, 1538
+  # Measured (default config, 3 seeds, bias-corrected EMA, 06a380b, 2071
   # s): NELBO - log N one-hot +0.013/+0.017/+0.001 (MC se 0.015), Latin
-  # +0.078/+0.088/+0.088 (se 0.042; untrained +20.0); fixed-count MDLM at
-  # K = 16: one-hot 1.000, Latin 0.971 (random-count 0.909, 0.599: the
+  # +0.073/+0.085/+0.076 (se 0.042); fixed-count MDLM at
+  # K = 16: one-hot 1.000, Latin 0.970 (random-count 0.909, 0.587: the
   # controls fail).
   c = _claim(dlm_default, prefix)
   assert c['holds'], c
@@ -477,9 +477,9 @@ def test_default_claims_that_hold(dlm_default, prefix):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    'measured at K = 64 (default, 3 seeds x 512, a177f71): one-hot MDLM '
-    '0.984 -> ReMDM-loop 0.904 (exact denoiser 0.984 -> 0.904), Latin 0.857 '
-    '-> 0.872 (+0.015; exact denoiser 0.892 -> 0.990): remasking pays only '
+    'measured at K = 64 (default, 3 seeds x 512, 06a380b): one-hot MDLM '
+    '0.984 -> ReMDM-loop 0.906 (exact denoiser 0.984 -> 0.904), Latin 0.868 '
+    '-> 0.883 (+0.016; exact denoiser 0.892 -> 0.990): remasking pays only '
     'with a '
     'denoiser that is right off the support, which MDLM training never '
     'shows it'))
