@@ -79,7 +79,6 @@ def test_every_parity_test_is_named_on_its_papers_page():
 # Runs recorded before figures were tracked, whose reruns are still to come
 # (issue 47); each rerun removes its <name>/<variant> here.
 AWAITING_FIGURES = {
-    'dcd_ssm/default',
     'dcd_ssm/gap', 'kernel_ppo/brax', 'kernel_ppo/pendulum', 'kernel_ppo/rkhs',
     'qdpm/integer'}
 
@@ -108,7 +107,7 @@ def test_every_paper_has_a_page_and_every_recorded_run_its_figures():
 # before their recorded run changed, to re-execute (issue 47); each
 # re-execution removes its name here.
 NOTEBOOKS_TO_RERUN = {
-    'arbuffer', 'bwcache', 'causal_delta', 'dlm', 'kernel_ppo', 'dgn_snn', 'fastmix', 'flow2gan',
+    'arbuffer', 'bwcache', 'causal_delta', 'dcd_ssm', 'dlm', 'kernel_ppo', 'dgn_snn', 'fastmix', 'flow2gan',
     'lightctrl', 'lkgp_bandit', 'qdpm', 'sgd_llc', 'tsfm_knobs', 'unicot',
     'w2s'}
 
