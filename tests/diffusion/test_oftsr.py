@@ -372,7 +372,7 @@ def default_run(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize('prefix', ['(i) ', '(ii) ', '(iii) ', '(vi) '])
 def test_default_claims(default_run, prefix):
-  # Measured (default config at 35c4c53, 3 seeds, 235 s): student t=0.99 vs
+  # Measured (default config at 023b0e4, 3 seeds, 264 s): student t=0.99 vs
   # teacher 32-step endpoint 31.41 dB (the jump: 21.71); student PSNR 14.32
   # -> 13.00 dB and FD 13.22 -> 5.30 from t=0.01 to 0.99 (ratio 0.40;
   # undistilled FD 13.26 -> 105.8); teacher FD sigma_p=0: 37.71 vs
@@ -386,7 +386,7 @@ def test_default_claims(default_run, prefix):
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     "criterion (v) against the teacher's one-step Euler jump: student FD "
-    '5.30 vs jump 13.88 (ratio 0.38 > 0.2, 35c4c53); the 32-step teacher '
+    '5.30 vs jump 13.88 (ratio 0.38 > 0.2, 023b0e4); the 32-step teacher '
     'itself is at 4.94 (0.36), so 0.2x would need a student far better than '
     'its '
     'teacher'))

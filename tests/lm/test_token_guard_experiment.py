@@ -125,7 +125,7 @@ def default_summary(tmp_path_factory):
 
 _NEGATIVE = {
     'F_seg (Eq. 9': (
-        'default run at 35c4c53 (results/token_guard/default): AUROC of F_seg '
+        'default run at 023b0e4 (results/token_guard/default): AUROC of F_seg '
         '0.608, 0.589, 0.569 vs the segment log-prob 0.814, 0.851, 0.830 and '
         'F_seg without hidden terms 0.785, 0.842, 0.800 (3/3 seeds fail: '
         'latent terms add nothing at this scale; a 4-layer model gave 0.674, '

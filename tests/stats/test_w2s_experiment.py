@@ -123,7 +123,7 @@ def default_summary(tmp_path_factory):
                                    'The W2S gain falls',
                                    'The simulated risks match'])
 def test_default_run_theory_claims(default_summary, start):
-  # Measured (default config at 35c4c53, 5 seeds, 84 s): argmin eta_u =
+  # Measured (default config at 023b0e4, 5 seeds, 89 s): argmin eta_u =
   # 0.1 / 0.3 for eta_l = 0.1 / 0.3 (control ||mu_S|| = 4: 0 / 0); far-end
   # rise +105% / +23%; gain 0.0552 / 0.0509 / 0.0416 at align 0 / 0.5 / 0.9
   # (control flat 0.0552); max |sim / closed form - 1| = 0.052 (quoted limit
@@ -135,7 +135,7 @@ def test_default_run_theory_claims(default_summary, start):
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     'Enhanced-W2S at a-priori p = 0.5, q = 0.7, student labels '
-    '(default config at 35c4c53, 5 seeds): beats vanilla W2S in 4/5 seeds at '
+    '(default config at 023b0e4, 5 seeds): beats vanilla W2S in 4/5 seeds at '
     '(eta_l, eta_u) = (0.05, 0.5) (balanced accuracy W2S 0.556 -> 0.562) but '
     '1/5 at (0.5, 0.05) (0.830 -> 0.826); retraining on a random subset of the '
     'same size wins 4/5 and 5/5: the gain is GCE self-training, not the '
