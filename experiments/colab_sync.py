@@ -133,7 +133,7 @@ def claims_md(name: str, root: pathlib.Path = ROOT) -> str:
 # the recorded run's wall time ("the default config (`VARIANT = None`...)
 # took 26 min in its recorded run (CPU (2 cores), commit 35c4c53)").
 _RUNTIME = re.compile(r'(the default config \(`VARIANT = None`[^)]*\))(.*?)'
-                      r'(?=\. A progress|\.\s*\Z)', re.S)
+                      r'(?=\.(?:\s|\Z))', re.S)  # to the sentence's end
 
 
 def runtime_phrase(name: str, root: pathlib.Path = ROOT) -> str:

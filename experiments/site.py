@@ -263,16 +263,18 @@ def source_block(p: papers_lib.Paper) -> str:
   code = (f'Official code: {gh(p.code)}.' if p.code else
           'No official code was found.' if not p.code_note else '')
   parts = [code, p.code_note]
-  if p.parity:
-    ran = ' and '.join(
-        ([f'the official code'] if p.code else [])
-        + [f'the third-party {gh(r)}' for r in p.references])
+  ran = ' and '.join((['the official code'] if p.code else [])
+                     + [f'the third-party {gh(r)}' for r in p.references])
+  if p.parity and ran:
     parts.append(f'Our method is run beside {ran} on the same inputs in '
                  f'{tests}.')
+  elif p.parity:
+    parts.append(f'Released code is run beside ours in {tests}.')
   else:
-    parts.append('With no code to run, the tests check the method against '
-                 'the paper\'s equations (closed forms and independent '
-                 'references).')
+    parts.append(('No parity test runs it yet; the' if p.code else
+                  'With no code to run, the')
+                 + ' tests check the method against the paper\'s equations '
+                 '(closed forms and independent references).')
   return (f'Paper: [{p.source}]({p.url}).\n\n**Code.** '
           + ' '.join(x for x in parts if x))
 

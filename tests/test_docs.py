@@ -42,8 +42,8 @@ def test_readme_is_short():
 
 _MACHINE_PATH = re.compile(r'/work/|/root/|/home/\w|/Users/\w|shared/papers')
 # The paper notes the team read are not in the repository: cite the paper.
-_NOTES = re.compile(r'\b(gen|llm|rl|seq|stats)\.md\b|(paper|secondary|our) '
-                    r'notes\b')
+_NOTES = re.compile(r'\b(gen|llm|rl|seq|stats)\.md\b|(paper|paper\'s|'
+                    r'secondary|our) notes\b')
 
 
 def test_no_machine_path_in_the_repository():
@@ -107,15 +107,6 @@ def test_every_paper_has_a_page_and_every_recorded_run_its_figures():
         assert fig.stat().st_size <= site.MAX_FIGURE_BYTES * 1.05, fig
 
 
-# Notebooks executed with the Agg backend (their plt.show() figures lost) or
-# before their recorded run changed, to re-execute (issue 47); each
-# re-execution removes its name here.
-NOTEBOOKS_TO_RERUN = {
-    'arbuffer', 'bwcache', 'causal_delta', 'dcd_ssm', 'dlm', 'kernel_ppo', 'dgn_snn', 'fastmix', 'flow2gan',
-    'lightctrl', 'lkgp_bandit', 'qdpm', 'oftsr', 'sgd_llc', 'token_guard', 'tsfm_knobs', 'unicot',
-    'w2s'}
-
-
 def test_every_notebook_is_committed_with_outputs():
   """Executed top to bottom (every code cell has an execution count), the
   recorded results shown, and at least one figure in the outputs."""
@@ -129,8 +120,6 @@ def test_every_notebook_is_committed_with_outputs():
         f'{path.name} does not show the recorded results')
     # ... the run recorded now, with its figures.
     summary = ROOT / 'results' / path.stem / 'default' / 'summary.json'
-    if path.stem in NOTEBOOKS_TO_RERUN:
-      continue
     if summary.exists():
       run = site.Run(path.stem, 'default',
                      json.loads(summary.read_text()), summary.parent)

@@ -14,7 +14,7 @@ reference computes only its own loss / sampler arithmetic:
   operators  'sr_avp' and 'sr_interp' (bicubic) forward / transpose of
              fm/measurements.py.
 
-The student's distillation losses (`distill_fm.py` in the paper's notes)
+The student's distillation losses (a `distill_fm.py` the paper describes)
 are not in the released repository, so they have no fixture.
 
   python tests/parity/generate/oftsr.py --ref CHECKOUT_OF_yuanzhi-zhu/OFTSR
