@@ -52,7 +52,8 @@ def make_task(cfg):
 
 def task_shapes(cfg) -> tasks.Batch:
   """Shapes of one task batch (traced only, nothing computed)."""
-  return jax.eval_shape(lambda k: make_task(cfg)(k, 1), jax.random.PRNGKey(0))
+  key = jax.ShapeDtypeStruct((2,), jnp.uint32)  # no backend needed
+  return jax.eval_shape(lambda k: make_task(cfg)(k, 1), key)
 
 
 def grpo_config(cfg) -> grpo.GRPOConfig:

@@ -123,18 +123,6 @@ def test_newest_summary_of_a_config_wins():
   assert len(_tables(report.build_metrics([new, old]))) == 1
 
 
-def test_rows_of_experiments_not_rerun_are_kept():
-  previous = '\n'.join([
-      '# Results', '',
-      '| experiment | claim | holds |', '|---|---|---|',
-      '| fge | old fge claim | yes |', '| dlm | a dlm claim | **no** |', '',
-      '### fge: `cmd`', '', '| metric | mean ± ci95 | seeds |', '|---|---|---|',
-      '| coverage/fge | 0.5 | 3 |'])
-  kept = report.old_rows(previous, {'fge'})
-  assert kept == ['| experiment | claim | holds |', '|---|---|---|',
-                  '| dlm | a dlm claim | **no** |']
-
-
 def test_parity_table_ranks_by_tolerance_and_separates_deliberate():
   from experiments import parity  # pylint: disable=g-import-not-at-top
   row = dict(paper='P (arXiv 1)', repo='o/r', commit='abcdef0123', what='w',

@@ -6,8 +6,8 @@ A method is two pure functions, `init(key) -> state` and
 `('seeds', 'data')` mesh of `make_mesh`, and restores, checkpoints and logs
 as it goes. An experiment launcher (`experiments/<name>.py`) declares an
 `Experiment` whose `run(Run) -> Result` trains, evaluates and states its
-`Claim`s; its config is validated against a schema (`derive_schema`,
-`validate`) before any compute runs.
+`Claim`s; its config is checked against the family's constraints
+(`config.validate`) before any compute runs.
 
 - `loop`: `train`, the compiled loop (`chunk_fn`, `chunks`, `seed_keys`).
 - `launch`: `Experiment`, `Run`, `Result`, `Claim`: the absl entry point.
@@ -46,7 +46,7 @@ from iclrjax.core import loop
 from iclrjax.core import supervised
 from iclrjax.core import timing
 from iclrjax.core.checkpoint import Checkpointer
-from iclrjax.core.config import ConfigError, derive_schema, validate
+from iclrjax.core.config import ConfigError, validate
 from iclrjax.core.data import DatasetNotFoundError, batch_indices
 from iclrjax.core.distributed import (data_sharding, make_mesh,
                                       maybe_initialize, shard_batch)
@@ -67,7 +67,7 @@ __all__ = [
     # launch
     'Experiment', 'Run', 'Result', 'Claim',
     # config
-    'ConfigError', 'derive_schema', 'validate',
+    'ConfigError', 'validate',
     # distributed
     'make_mesh', 'shard_batch', 'data_sharding', 'maybe_initialize',
     # data, extras, checkpoint, logging, supervised, timing

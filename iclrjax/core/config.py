@@ -1,8 +1,9 @@
-"""Declarative validation of `ml_collections.ConfigDict`s.
+"""Constraints on `ml_collections.ConfigDict` fields, checked before a run.
 
 A config field is declared once, in `configs/<name>.py`: the default config
-(`get_config()`) says which fields exist and the type of each. A family adds
-only what a type cannot say, as constraints keyed by dotted path::
+(`get_config()`) says which fields exist, and ml_collections keeps the type
+of each (an override of another type is refused). A family adds only what a
+type cannot say, as constraints keyed by dotted path::
 
   CONSTRAINTS = {
       'num_seeds': config.Int(min=1),
@@ -10,24 +11,18 @@ only what a type cannot say, as constraints keyed by dotted path::
       'env.name': config.Choice('CartPole-v1', 'Acrobot-v1'),
       'env_kwargs': config.Dict(),         # keys vary; checked in check_config
   }
-  schema = config.derive_schema(get_config(), CONSTRAINTS)
-  config.validate(cfg, schema)
+  config.validate(cfg, CONSTRAINTS, default=get_config())
 
-`derive_schema` gives every leaf of the default its constraint or a spec
-inferred from the default value (a bool field must stay a bool, ...), and
-fails on a constraint that names no field of the default or rejects its
-default. A field only some variants set is declared by a constraint with
-required=False (`AnyValue(required=False)` if it needs no other), so that a
-misspelled field in a variant stays an unknown-field error.
 `validate` raises `ConfigError` on the first bad field with one line naming
-the field, the value and what is allowed; a field the schema does not know is
-an error with a did-you-mean hint. The launcher (`core.launch`) turns that
-into a one-line message and exit code 2 before any compute runs.
+the field, the value and what is allowed; a field neither the default nor a
+constraint knows is an error with a did-you-mean hint (a field only some
+variants set is declared by a constraint with required=False). The launcher
+(`core.launch`) turns that into a one-line message and exit code 2 before
+any compute runs.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import difflib
 import math
@@ -45,14 +40,6 @@ class ConfigError(ValueError):
     self.value = value
     self.allowed = allowed
     super().__init__(f'config.{field}={value!r} is invalid: {allowed}')
-
-
-class SchemaError(ValueError):
-  """A family's constraints do not fit its default config (a code bug)."""
-
-  def __init__(self, field: str, problem: str):
-    self.field = field
-    super().__init__(f'schema of config.{field}: {problem}')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,11 +243,6 @@ class Dict(Spec):
     return None
 
 
-class Schema(dict):
-  """A complete schema (`derive_schema`): it names every field a config may
-  have, so `launch.validate` uses it as is."""
-
-
 _MISSING = object()
 
 
@@ -305,133 +287,35 @@ def _check_dict(path: str, value: Any, spec: Dict) -> None:
         raise ConfigError(f'{path}.{k}', value[k], problem)
 
 
-def _optional(spec: Spec) -> Spec:
-  # copy + object.__setattr__: specs are frozen, and Choice has its own
-  # __init__, so dataclasses.replace does not apply to all of them.
-  if not spec.required:
-    return spec
-  spec = copy.copy(spec)
-  object.__setattr__(spec, 'required', False)
-  return spec
-
-
-def infer_spec(value: Any) -> Spec | None:
-  """The type-only spec of a default value; None if its type is unknown.
-
-  bool -> Bool, int -> Int, float -> Float (ints accepted), str -> Str,
-  list/tuple -> Seq (of the items' type when they share one), None ->
-  AnyValue(nullable=True).
-  """
-  if value is None:
-    return AnyValue(nullable=True)
-  for typ, spec in ((bool, Bool), (int, Int), (float, Float), (str, Str)):
-    if isinstance(value, typ):
-      return spec()
-  if isinstance(value, (list, tuple)):
-    kinds = {type(infer_spec(v)) for v in value}
-    if kinds == {Int, Float}:
-      kinds = {Float}
-    if len(kinds) == 1 and kinds <= {Bool, Int, Float, Str}:
-      return Seq(item=kinds.pop()())
-    return Seq()
-  return None
-
-
-def derive_schema(default: ml_collections.ConfigDict,
-                  constraints: Mapping[str, Spec], *,
-                  strict: bool = True) -> Schema:
-  """Every field's spec: its constraint if given, else its default's type.
-
-  Args:
-    default: the experiment's default config (`configs/<name>.py`
-      get_config()): which fields exist, and the type of each.
-    constraints: dotted path -> `Spec`, only what a type cannot say: ranges,
-      choices, item constraints, nullable; a field only some variants set
-      (`required=False`); `Dict` for a sub-config whose keys vary (its
-      leaves are optional). A constraint replaces the inferred spec.
-    strict: check `constraints` against `default`. `launch.validate` passes
-      False when it has no default and derives from the config under test.
-
-  Returns:
-    A `Schema` for `validate`.
-
-  Raises:
-    SchemaError: (strict) a constraint names a field the default lacks and
-      is not required=False, rejects the default's value, or constrains a
-      sub-config with anything but `Dict`; or a default value has a type
-      `infer_spec` does not know and no constraint.
-  """
-  leaves = {p: _lookup(default, p) for p in _leaves(default)}
-  opened = [p for p, s in constraints.items() if isinstance(s, Dict)]
-
-  def in_dict(path: str) -> tuple[str, Dict] | None:
-    for d in opened:
-      if path.startswith(d + '.'):
-        return path[len(d) + 1:], constraints[d]
-    return None
-
-  def check_default(path: str, value: Any, spec: Spec) -> None:
-    try:
-      problem = _problem(spec, value)
-      if problem is not None:
-        raise ConfigError(path, value, problem)
-      if isinstance(spec, Dict) and value is not None:
-        _check_dict(path, value, spec)
-    except ConfigError as e:
-      raise SchemaError(e.field, f'the constraint rejects the default '
-                        f'{e.value!r}: {e.allowed}') from None
-
-  schema = Schema()
-  for path, value in leaves.items():
-    parent = in_dict(path)
-    spec = constraints.get(path)
-    if spec is None and parent is not None and parent[0] in (parent[1].items
-                                                             or {}):
-      continue  # The Dict's `items` check it.
-    if spec is None:
-      spec = infer_spec(value)
-      if spec is None:
-        raise SchemaError(path, f'no spec for a default of type '
-                          f'{type(value).__name__}; give it a constraint')
-    if strict:
-      check_default(path, value, spec)
-    schema[path] = _optional(spec) if parent is not None else spec
-  for path, spec in constraints.items():
-    if path in schema:
-      continue
-    node = _lookup(default, path)
-    if strict and node is not _MISSING:
-      if not isinstance(spec, Dict):
-        raise SchemaError(path, f'a sub-config in the default; constrain its '
-                          f"fields ('{path}.<field>') or declare it "
-                          'config.Dict() if its keys vary')
-      check_default(path, node, spec)
-    if in_dict(path) is not None:
-      spec = _optional(spec)
-    elif strict and node is _MISSING and spec.required:
-      close = difflib.get_close_matches(path, sorted(leaves), n=1)
-      hint = f' (did you mean {close[0]!r}?)' if close else ''
-      raise SchemaError(path, f'the default config has no such field{hint}; '
-                        'fix the name, or pass required=False if only some '
-                        'variants set it')
-    schema[path] = spec
-  return schema
-
-
-def validate(cfg: ml_collections.ConfigDict, schema: Mapping[str, Spec], *,
+def validate(cfg: ml_collections.ConfigDict, constraints: Mapping[str, Spec],
+             *, default: ml_collections.ConfigDict | None = None,
              allow_extra: bool = False) -> None:
-  """Checks `cfg` against `schema`; raises `ConfigError` on the first problem.
+  """Checks `cfg`; raises `ConfigError` on the first problem.
 
   Args:
     cfg: the config to check.
-    schema: dotted field path -> `Spec`.
-    allow_extra: if False, a leaf field in `cfg` that the schema does not
-      declare is an error (it is almost always a typo in an override).
+    constraints: dotted field path -> `Spec`; a `Dict` spec opens a
+      sub-config whose keys vary (its keys are optional).
+    default: the experiment's default config: its fields must be present,
+      and are the fields `cfg` may have besides the constrained ones.
+    allow_extra: if False, a leaf field in `cfg` that neither `default` nor
+      `constraints` declares is an error (almost always a typo in an
+      override).
   """
-  for path, spec in schema.items():
+  opened = [p for p, s in constraints.items() if isinstance(s, Dict)]
+  in_dict = lambda path: any(path.startswith(d + '.') for d in opened)
+  known = set(constraints)
+  if default is not None:
+    for path in _leaves(default):
+      known.add(path)
+      if (path not in constraints and not in_dict(path)
+          and _lookup(cfg, path) is _MISSING):
+        raise ConfigError(path, None, 'field is missing (the default config '
+                          'has it)')
+  for path, spec in constraints.items():
     value = _lookup(cfg, path)
     if value is _MISSING:
-      if spec.required:
+      if spec.required and not in_dict(path):
         raise ConfigError(path, None,
                           f'field is missing; expected {spec.describe()}')
       continue
@@ -441,11 +325,10 @@ def validate(cfg: ml_collections.ConfigDict, schema: Mapping[str, Spec], *,
     if isinstance(spec, Dict) and value is not None:
       _check_dict(path, value, spec)
   if not allow_extra:
-    declared = set(schema)
     for leaf in _leaves(cfg):
-      if leaf in declared or any(leaf.startswith(d + '.') for d in declared):
+      if leaf in known or in_dict(leaf):
         continue
-      close = difflib.get_close_matches(leaf, sorted(declared), n=1)
+      close = difflib.get_close_matches(leaf, sorted(known), n=1)
       hint = f'; did you mean {close[0]!r}?' if close else ''
       raise ConfigError(leaf, _lookup(cfg, leaf),
                         f'unknown field (not read by this experiment){hint}')
@@ -481,33 +364,19 @@ def to_dict(cfg: ml_collections.ConfigDict) -> dict[str, Any]:
   return conv(cfg)
 
 
-def common_schema() -> dict[str, Spec]:
-  """Fields every launcher reads (see `core.launch`)."""
-  return {
-      'seed': Int(min=0, help='base PRNG seed; seed i uses fold_in(seed, i)'),
-      'num_seeds': Int(min=1, help='independent runs, vmapped'),
-      'checkpoint_every': Int(min=0, required=False,
-                              help='chunks between checkpoints (0: never)'),
-      'keep_checkpoints': Int(min=1, required=False),
-      'distributed': Bool(required=False,
-                          help='call jax.distributed.initialize()'),
-  }
-
-
-def schema_help(schema: Mapping[str, Spec]) -> str:
-  """Human-readable listing of a schema, for --help style output."""
-  lines = []
-  for path, spec in schema.items():
-    line = f'  {path}: {spec.describe()}'
-    if spec.help:
-      line += f'  ({spec.help})'
-    lines.append(line)
-  return '\n'.join(lines)
+# Fields every launcher reads (see `core.launch`).
+COMMON = {
+    'seed': Int(min=0, help='base PRNG seed; seed i uses fold_in(seed, i)'),
+    'num_seeds': Int(min=1, help='independent runs, vmapped'),
+    'checkpoint_every': Int(min=0, required=False,
+                            help='chunks between checkpoints (0: never)'),
+    'keep_checkpoints': Int(min=1, required=False),
+    'distributed': Bool(required=False,
+                        help='call jax.distributed.initialize()'),
+}
 
 
 __all__: Sequence[str] = [
-    'AnyValue', 'Bool', 'Choice', 'ConfigError', 'Dict', 'Float', 'Int',
-    'Schema', 'SchemaError', 'Seq', 'Spec', 'Str', 'check', 'check_keys',
-    'common_schema', 'derive_schema', 'infer_spec', 'schema_help', 'to_dict',
-    'validate'
+    'AnyValue', 'Bool', 'COMMON', 'Choice', 'ConfigError', 'Dict', 'Float',
+    'Int', 'Seq', 'Spec', 'Str', 'check', 'check_keys', 'to_dict', 'validate'
 ]

@@ -185,18 +185,6 @@ def to_host(tree: Any) -> Any:
   return jax.tree.map(fetch, tree)
 
 
-def broadcast_str(text: str) -> str:
-  """Process 0's `text`, on every process (e.g. the workdir it chose)."""
-  if jax.process_count() == 1:
-    return text
-  raw = np.frombuffer(text.encode(), np.uint8)
-  n = int(multihost_utils.broadcast_one_to_all(np.int32(raw.size)))
-  buf = np.zeros(n, np.uint8)
-  buf[:min(n, raw.size)] = raw[:n]
-  out = multihost_utils.broadcast_one_to_all(buf)
-  return bytes(np.asarray(out, np.uint8)).decode()
-
-
 def is_main_process() -> bool:
   """Only process 0 writes files (metrics, plots, summary)."""
   return jax.process_index() == 0

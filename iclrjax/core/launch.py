@@ -23,13 +23,13 @@ and is used as::
   python -m experiments.linreg --config=configs/linreg.py:smoke --workdir=DIR
   python -m experiments.linreg --config.num_seeds=8 --config.seed=3
 
-Before any compute the config is validated against the experiment's schema
-(types from the default config, constraints from the family); a bad value
-prints one line naming the field, the value and what is allowed, and exits
-with status 2; so does a dataset the config needs that is not on disk
-(`Experiment.preflight`), before the workdir is created. With
-`--config.distributed=True`, `jax.distributed.initialize()` runs next (no
-module does JAX work at import), and process 0 picks the workdir for all.
+`execute` first calls `jax.distributed.initialize()` when
+`--config.distributed=True` (no module, config check or preflight starts a
+backend before it), then validates the config (types from the default
+config, constraints from the family): a bad value prints one line naming
+the field, the value and what is allowed, and exits with status 2; so does
+a dataset the config needs that is not on disk (`Experiment.preflight`),
+before the workdir is created.
 The run then writes into `workdir`:
 
   config.json     the resolved config
@@ -42,9 +42,9 @@ The run then writes into `workdir`:
                   metrics{mean, ci95, per_seed}, claims{claim, holds,
                   evidence, control[, paper]}
 
-Without `--workdir`, runs go to `runs/<name>/<timestamp>/`, except that an
-unfinished run there with the identical config is resumed, so re-running the
-same command after a kill continues where it stopped.
+Without `--workdir`, a run goes to `runs/<name>/<config hash>/`: the same
+command after a kill resumes there (a finished run is re-evaluated from its
+last checkpoints); another config gets another directory.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 import contextlib
 import dataclasses
 import datetime
+import hashlib
 import importlib
 import importlib.resources
 import json
@@ -231,20 +232,6 @@ def _safe_name(key: str) -> str:
   return re.sub(r'[^A-Za-z0-9_.-]+', '_', key)
 
 
-def default_config_path(name: str) -> str:
-  """`configs/<name>.py` of the installed package (works from any cwd)."""
-  return str(importlib.resources.files('configs') / f'{name}.py')
-
-
-def _runs_root() -> pathlib.Path:
-  return pathlib.Path(os.environ.get(RUNS_ROOT_ENV, 'runs'))
-
-
-def _read_json(path: pathlib.Path) -> Any:
-  with path.open() as f:
-    return json.load(f)
-
-
 def _write_json(path: pathlib.Path, obj: Any) -> None:
   tmp = path.with_suffix(path.suffix + '.tmp')
   with tmp.open('w') as f:
@@ -254,24 +241,14 @@ def _write_json(path: pathlib.Path, obj: Any) -> None:
 
 
 def default_workdir(name: str, cfg_json: dict[str, Any]) -> pathlib.Path:
-  """Newest unfinished run of `name` with this config, else a new one."""
-  root = _runs_root() / name
-  if root.is_dir():
-    for d in sorted(root.iterdir(), reverse=True):
-      if (d / CONFIG_FILE).exists() and not (d / SUMMARY_FILE).exists():
-        try:
-          if _read_json(d / CONFIG_FILE) == cfg_json:
-            logging.info('Resuming the unfinished run in %s', d)
-            return d
-        except (OSError, json.JSONDecodeError):
-          continue
-  stamp = datetime.datetime.now().strftime('%Y%m%d-%H%M%S')
-  path = root / stamp
-  i = 1
-  while path.exists():
-    path = root / f'{stamp}-{i}'
-    i += 1
-  return path
+  """`runs/<name>/<config hash>`: the same command resumes in the same place.
+
+  The hash is of the resolved config, so every process of a multi-host run
+  computes the same directory without talking to the others.
+  """
+  text = json.dumps(cfg_json, sort_keys=True)
+  digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+  return pathlib.Path(os.environ.get(RUNS_ROOT_ENV, 'runs')) / name / digest
 
 
 def _diff_fields(a: Any, b: Any, prefix: str = '') -> list[str]:
@@ -283,89 +260,13 @@ def _diff_fields(a: Any, b: Any, prefix: str = '') -> list[str]:
   return [] if a == b else [prefix.rstrip('.')]
 
 
-def validate(cfg: ml_collections.ConfigDict,
-             schema: Mapping[str, config_lib.Spec],
-             check_fn: Callable[[ml_collections.ConfigDict], None] | None = None,
-             *, default: ml_collections.ConfigDict | None = None) -> None:
-  """Schema (common fields + the experiment's) and cross-field checks.
-
-  `schema` is a `config.Schema` (what `Experiment` passes), used as is, or
-  the experiment's constraints; their fields' types and names then come
-  from `default`, the experiment's default config, or without one from
-  `cfg` itself (which cannot tell a misspelled field from a new one).
-  """
-  if not isinstance(schema, config_lib.Schema):
-    constraints = {**config_lib.common_schema(), **schema}
-    schema = config_lib.derive_schema(
-        cfg if default is None else default, constraints,
-        strict=default is not None)
-  config_lib.validate(cfg, schema)
-  if check_fn is not None:
-    check_fn(cfg)
-
-
-def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
-            workdir: str | os.PathLike | None = None,
-            schema: Mapping[str, config_lib.Spec] | None = None,
-            check_fn: Callable[[ml_collections.ConfigDict], None] | None = None,
-            command: str | None = None, quiet: bool | None = None,
-            preflight: Callable[[ml_collections.ConfigDict], None] | None = None
-            ) -> dict[str, Any]:
-  """Validates, runs (or resumes) and records one experiment; returns summary.
-
-  This is what `main` calls after flag parsing; tests and notebooks call it
-  directly. Before any compute and before the workdir exists it raises
-  `config.ConfigError` on a bad config and `MissingDataError` when
-  `preflight(cfg)` finds a dataset absent.
-  """
-  validate(cfg, schema or {}, check_fn)
-  if preflight is not None:
-    try:
-      preflight(cfg)
-    except FileNotFoundError as e:
-      raise MissingDataError(' '.join(str(e).split())) from e
-  distributed.maybe_initialize(bool(cfg.get('distributed', False)))
-  cfg_json = config_lib.to_dict(cfg)
-  main_proc = distributed.is_main_process()
-  if workdir is not None:
-    wd = pathlib.Path(workdir)
-  else:  # process 0 chooses (a timestamp differs across hosts) and tells all
-    wd = default_workdir(name, cfg_json) if main_proc else pathlib.Path()
-    wd = pathlib.Path(distributed.broadcast_str(str(wd)))
-  if (wd / CONFIG_FILE).exists():
-    old = _read_json(wd / CONFIG_FILE)
-    if old != cfg_json:
-      raise config_lib.ConfigError(
-          ','.join(_diff_fields(old, cfg_json)) or 'config', '(changed)',
-          f'workdir {wd} holds a run with a different config; pass a new '
-          '--workdir or the same config to resume it')
-  if main_proc:
-    wd.mkdir(parents=True, exist_ok=True)
-    _write_json(wd / CONFIG_FILE, cfg_json)
-  logging.info('%s: workdir %s', name, wd)
-
-  quiet = log_lib.quiet_default() if quiet is None else quiet
-  mesh = distributed.make_mesh(cfg.num_seeds)
-  writer = log_lib.MetricWriter(wd, enabled=main_proc)
-  # TensorBoard's Text tab shows the config beside the scalars.
-  writer.write_text('config', '```\n' + json.dumps(cfg_json, indent=2)
-                    + '\n```')
-  checkpointer = ckpt_lib.Checkpointer(
-      wd / 'checkpoints', max_to_keep=cfg.get('keep_checkpoints', 3))
-  run = Run(name=name, config=cfg, workdir=wd, writer=writer,
-            checkpointer=checkpointer, mesh=mesh, quiet=quiet)
-  commit = code_commit()  # the code that runs, before anyone edits it
-  t0 = time.perf_counter()
-  try:
-    result = run_fn(run)
-  finally:
-    run.close()
-  wall_s = time.perf_counter() - t0
-
+def _record(name: str, cfg_json: dict[str, Any], mesh: Any, result: Result,
+            commit: str, wall_s: float, command: str) -> dict[str, Any]:
+  """summary.json's content (DESIGN.md's schema)."""
   summary = {
       'experiment': name,
       'config': cfg_json,
-      'num_seeds': int(cfg.num_seeds),
+      'num_seeds': int(cfg_json['num_seeds']),
       **distributed.describe(mesh),
       'commit': commit,
       'wall_s': round(wall_s, 3),
@@ -374,25 +275,11 @@ def execute(name: str, run_fn: RunFn, cfg: ml_collections.ConfigDict, *,
           for k, v in distributed.to_host(dict(result.metrics)).items()
       },
       'claims': [c.to_json() for c in result.claims],
-      'command': command or f'python -m experiments.{name}',
+      'command': command,
       'versions': {'jax': jax.__version__},
       'finished': datetime.datetime.now().isoformat(timespec='seconds'),
   }
   summary.update(result.extra)
-  if main_proc:
-    rows = log_lib.read_metrics(wd)
-    keys = sorted({k for r in rows for k in r if k not in ('step', 'phase')})
-    if not list((wd / 'plots').glob('*.png')):  # unless the run drew its own
-      for key in keys[:32]:
-        log_lib.plot_curves(rows, [key], wd / 'plots' / f'{_safe_name(key)}.png',
-                            title=f'{name}: {key}')
-    _write_json(wd / SUMMARY_FILE, summary)
-  for c in result.claims:
-    logging.info('claim %s: %s (%s)', 'HOLDS' if c.holds else 'does NOT hold',
-                 c.claim, c.evidence)
-    if not c.control:
-      logging.warning('claim without a control (what would fail it, and its '
-                      'number): %s', c.claim)
   return summary
 
 
@@ -445,8 +332,12 @@ class Experiment:
   """A named experiment: its run function and its config constraints.
 
   Its config's fields and their types are those of the default config of
-  `configs/<name>.py`; `schema` holds only the constraints a type does not
-  say (see `config.derive_schema`) and `check_fn` the cross-field checks.
+  `configs/<name>.py` (ml_collections keeps them); `schema` holds only the
+  constraints a type does not say (`core.config`) and `check_fn` the
+  cross-field checks. `preflight(cfg)` raises FileNotFoundError when the
+  config's data is absent (cheap: it checks files, loads nothing);
+  `requires(cfg)` lists the optional packages a config needs as (module,
+  extra) pairs (`core.extras`). Both run before the workdir is created.
   """
 
   name: str
@@ -454,79 +345,127 @@ class Experiment:
   schema: Mapping[str, config_lib.Spec] = dataclasses.field(
       default_factory=dict)
   check_fn: Callable[[ml_collections.ConfigDict], None] | None = None
-  # Raises FileNotFoundError when the config's data is absent (cheap: checks
-  # files, loads nothing); runs before the workdir is created.
   preflight: Callable[[ml_collections.ConfigDict], None] | None = None
-  # The optional packages a config needs, as (module, extra) pairs
-  # (`core.extras`): checked before any compute, so a missing one stops the
-  # run with one line naming the extra.
   requires: Callable[[ml_collections.ConfigDict],
                      Sequence[tuple[str, str]]] | None = None
-
-  def full_preflight(self, cfg: ml_collections.ConfigDict) -> None:
-    """`requires`' packages are importable, then `preflight`."""
-    for module, extra in (self.requires(cfg) if self.requires else ()):
-      extras.check(module, extra)  # without importing it
-    if self.preflight is not None:
-      self.preflight(cfg)
 
   def default_config(self) -> ml_collections.ConfigDict:
     return importlib.import_module(f'configs.{self.name}').get_config()
 
-  def full_schema(self) -> config_lib.Schema:
-    """Every field's spec: common + own constraints on the default's types."""
-    return config_lib.derive_schema(
-        self.default_config(), {**config_lib.common_schema(), **self.schema})
-
   def validate(self, cfg: ml_collections.ConfigDict) -> None:
-    validate(cfg, self.full_schema(), self.check_fn)
+    """`ConfigError` naming the field on a bad config (starts no backend)."""
+    config_lib.validate(cfg, {**config_lib.COMMON, **self.schema},
+                        default=self.default_config())
+    if self.check_fn is not None:
+      self.check_fn(cfg)
 
-  def execute(self, cfg: ml_collections.ConfigDict, workdir=None,
-              **kwargs) -> dict[str, Any]:
-    kwargs.setdefault('preflight', self.full_preflight)
-    return execute(self.name, self.run_fn, cfg, workdir=workdir,
-                   schema=self.full_schema(), check_fn=self.check_fn,
-                   **kwargs)
+  def check_ready(self, cfg: ml_collections.ConfigDict) -> None:
+    """The config is valid, its packages importable and its data on disk."""
+    self.validate(cfg)
+    for module, extra in (self.requires(cfg) if self.requires else ()):
+      extras.check(module, extra)  # without importing it
+    if self.preflight is not None:
+      try:
+        self.preflight(cfg)
+      except FileNotFoundError as e:
+        raise MissingDataError(' '.join(str(e).split())) from e
+
+  def execute(self, cfg: ml_collections.ConfigDict,
+              workdir: str | os.PathLike | None = None, *,
+              command: str | None = None,
+              quiet: bool | None = None) -> dict[str, Any]:
+    """Runs (or resumes) and records one run; returns its summary.
+
+    `jax.distributed.initialize()` comes first (with `config.distributed`),
+    then `check_ready`, so nothing before it starts a backend; a bad config
+    or absent data raises before the workdir exists.
+    """
+    distributed.maybe_initialize(bool(cfg.get('distributed', False)))
+    self.check_ready(cfg)
+    cfg_json = config_lib.to_dict(cfg)
+    wd = pathlib.Path(workdir) if workdir is not None else (
+        default_workdir(self.name, cfg_json))
+    main_proc = distributed.is_main_process()
+    if (wd / CONFIG_FILE).exists():
+      old = json.loads((wd / CONFIG_FILE).read_text())
+      if old != cfg_json:
+        raise config_lib.ConfigError(
+            ','.join(_diff_fields(old, cfg_json)) or 'config', '(changed)',
+            f'workdir {wd} holds a run with a different config; pass a new '
+            '--workdir or the same config to resume it')
+      logging.info('Resuming the run in %s', wd)
+    if main_proc:
+      wd.mkdir(parents=True, exist_ok=True)
+      _write_json(wd / CONFIG_FILE, cfg_json)
+    logging.info('%s: workdir %s', self.name, wd)
+
+    quiet = log_lib.quiet_default() if quiet is None else quiet
+    mesh = distributed.make_mesh(cfg.num_seeds)
+    writer = log_lib.MetricWriter(wd, enabled=main_proc)
+    # TensorBoard's Text tab shows the config beside the scalars.
+    writer.write_text('config', '```\n' + json.dumps(cfg_json, indent=2)
+                      + '\n```')
+    checkpointer = ckpt_lib.Checkpointer(
+        wd / 'checkpoints', max_to_keep=cfg.get('keep_checkpoints', 3))
+    run = Run(name=self.name, config=cfg, workdir=wd, writer=writer,
+              checkpointer=checkpointer, mesh=mesh, quiet=quiet)
+    commit = code_commit()  # the code that runs, before anyone edits it
+    t0 = time.perf_counter()
+    try:
+      result = self.run_fn(run)
+    finally:
+      run.close()
+    summary = _record(self.name, cfg_json, mesh, result, commit,
+                      time.perf_counter() - t0,
+                      command or f'python -m experiments.{self.name}')
+    if main_proc:
+      rows = log_lib.read_metrics(wd)
+      keys = sorted({k for r in rows for k in r if k not in ('step', 'phase')})
+      if not list((wd / 'plots').glob('*.png')):  # unless it drew its own
+        for key in keys[:32]:
+          log_lib.plot_curves(rows, [key],
+                              wd / 'plots' / f'{_safe_name(key)}.png',
+                              title=f'{self.name}: {key}')
+      _write_json(wd / SUMMARY_FILE, summary)
+    for c in result.claims:
+      logging.info('claim %s: %s (%s)',
+                   'HOLDS' if c.holds else 'does NOT hold', c.claim,
+                   c.evidence)
+      if not c.control:
+        logging.warning('claim without a control (what would fail it, and '
+                        'its number): %s', c.claim)
+    return summary
 
   def main(self) -> None:
-    main(self.name, self.run_fn, schema=self.full_schema(),
-         check_fn=self.check_fn, preflight=self.full_preflight)
+    """absl entry point: `--config` (file[:variant]), `--workdir`."""
+    name = self.name
+    # DEFINE_config_file already reads sys.argv's --config.<field> overrides.
+    with _flag_errors_exit_2():
+      config_flags.DEFINE_config_file(
+          'config', str(importlib.resources.files('configs') / f'{name}.py'),
+          f'Config file, e.g. configs/{name}.py:smoke; override fields with '
+          f'--config.<field>=value. Fields (default):\n'
+          + config_fields_help(name), lock_config=True)
+    flags.DEFINE_string('workdir', None,
+                        f'Output directory (default: runs/{name}/<config '
+                        'hash>; the same command resumes there).')
 
+    def _main(argv):
+      _quiet_library_logs()
+      if len(argv) > 1:
+        raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+      try:
+        summary = self.execute(flags.FLAGS.config, flags.FLAGS.workdir,
+                               command=_command_line())
+      except (config_lib.ConfigError, MissingDataError,
+              extras.MissingExtraError) as e:
+        print(f'error: {e}', file=sys.stderr)
+        sys.exit(2)
+      print(json.dumps({'metrics': {k: v['mean'] for k, v in
+                                    summary['metrics'].items()},
+                        'claims': summary['claims']}, indent=1))
 
-def main(name: str, run_fn: RunFn, *,
-         schema: Mapping[str, config_lib.Spec] | None = None,
-         check_fn: Callable[[ml_collections.ConfigDict], None] | None = None,
-         preflight: Callable[[ml_collections.ConfigDict], None] | None = None
-         ) -> None:
-  """absl entry point: `--config` (file[:variant]), `--workdir`."""
-  # DEFINE_config_file already reads sys.argv's --config.<field> overrides.
-  with _flag_errors_exit_2():
-    config_flags.DEFINE_config_file(
-        'config', default_config_path(name),
-        f'Config file, e.g. configs/{name}.py:smoke; override fields with '
-        f'--config.<field>=value. Fields (default):\n'
-        + config_fields_help(name), lock_config=True)
-  flags.DEFINE_string('workdir', None,
-                      f'Output directory (default: runs/{name}/<timestamp>, '
-                      'or the newest unfinished run with the same config).')
-  def _main(argv):
-    _quiet_library_logs()
-    if len(argv) > 1:
-      raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-    cfg = flags.FLAGS.config
-    try:
-      summary = execute(name, run_fn, cfg, workdir=flags.FLAGS.workdir,
-                        schema=schema, check_fn=check_fn, preflight=preflight,
-                        command=_command_line())
-    except (config_lib.ConfigError, MissingDataError,
-            extras.MissingExtraError) as e:
-      print(f'error: {e}', file=sys.stderr)
-      sys.exit(2)
-    print(json.dumps({'metrics': {k: v['mean'] for k, v in
-                                  summary['metrics'].items()},
-                      'claims': summary['claims']}, indent=1))
-
-  app.run(_main, flags_parser=_parse_flags)
+    app.run(_main, flags_parser=_parse_flags)
 
 
 def _one_line(e: BaseException) -> str:

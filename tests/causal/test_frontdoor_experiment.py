@@ -6,7 +6,6 @@ import pytest
 from configs import frontdoor as fd_config
 from experiments import frontdoor as exp
 from iclrjax.core import config as cfg_lib
-from iclrjax.core import launch
 from tests.conftest import smoke_summary, find_claim as _claim
 
 
@@ -50,7 +49,7 @@ def test_config_errors_name_the_field():
   c = fd_config.get_config('smoke')
   c.claim_ns = (600, 5000)
   with pytest.raises(cfg_lib.ConfigError, match='claim_ns'):
-    launch.validate(c, exp.EXPERIMENT.schema, exp.check_config)
+    exp.EXPERIMENT.validate(c)
 
 
 def test_unknown_nuisance_learner_is_a_one_line_error():
@@ -58,7 +57,7 @@ def test_unknown_nuisance_learner_is_a_one_line_error():
   c.nuisance = 'xgboost'
   with pytest.raises(cfg_lib.ConfigError,
                      match=r"nuisance='xgboost'.*'linear', 'xgb', 'mlp'"):
-    launch.validate(c, exp.EXPERIMENT.schema, exp.check_config)
+    exp.EXPERIMENT.validate(c)
 
 
 def test_paper_variant_uses_the_references_xgboost_nuisances():

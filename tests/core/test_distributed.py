@@ -184,7 +184,7 @@ def test_two_processes_match_one_process(name, overrides, tmp_path):
 
 
 def test_two_processes_agree_on_a_default_workdir(tmp_path):
-  """Without --workdir, process 0 picks runs/<name>/<stamp> for both."""
+  """Without --workdir, both processes use runs/<name>/<config hash>."""
   runs = tmp_path / 'runs'
   _two_processes('experiments.linreg',
                  ['--config=configs/linreg.py:smoke', '--config.num_seeds=8'],
@@ -198,6 +198,7 @@ _IMPORT_ALL = '''
 import importlib, pkgutil, sys
 from jax._src import xla_bridge
 import configs, experiments, iclrjax
+from iclrjax.core import extras, launch
 names = []
 for pkg in (iclrjax, experiments, configs):
   names += [m.name for m in pkgutil.walk_packages(pkg.__path__,
@@ -206,14 +207,32 @@ for name in names:
   importlib.import_module(name)
   if xla_bridge.backends_are_initialized():
     sys.exit(f'importing {name} started the XLA backend')
-print(len(names))
+# What Experiment.execute does before jax.distributed.initialize() may not
+# start a backend either: validate and preflight every config variant.
+checked = 0
+for name in names:
+  exp = getattr(sys.modules[name], 'EXPERIMENT', None)
+  if exp is None:
+    continue
+  mod = importlib.import_module('configs.' + exp.name)
+  for variant in getattr(mod, 'VARIANTS', ('smoke', 'default', 'paper')):
+    try:
+      exp.check_ready(mod.get_config(variant))
+    except (launch.MissingDataError, extras.MissingExtraError):
+      pass
+    checked += 1
+    if xla_bridge.backends_are_initialized():
+      sys.exit(f'checking {exp.name}:{variant} started the XLA backend')
+print(len(names), checked)
 '''
 
 
 def test_no_module_starts_the_backend_at_import():
-  """jax.distributed.initialize() must be able to run after the imports."""
+  """jax.distributed.initialize() must be able to run after the imports
+  and the config checks."""
   proc = subprocess.run([sys.executable, '-c', _IMPORT_ALL], cwd=ROOT,
                         capture_output=True, text=True, timeout=300,
                         check=False, env=dict(os.environ, JAX_PLATFORMS='cpu'))
   assert proc.returncode == 0, proc.stderr[-3000:]
-  assert int(proc.stdout.split()[-1]) > 50
+  modules, variants = map(int, proc.stdout.split()[-2:])
+  assert modules > 50 and variants >= 75

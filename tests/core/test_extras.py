@@ -82,7 +82,7 @@ def test_experiments_check_their_extras_before_any_compute(name, monkeypatch):
   monkeypatch.setitem(sys.modules, module.split('.')[0], None)
   with pytest.raises(extras.MissingExtraError,
                      match=rf"pip install 'iclrjax\[{extra}\]'"):
-    exp.full_preflight(cfg)
+    exp.check_ready(cfg)
 
 
 def test_a_core_install_imports_every_family_and_launcher():
@@ -105,7 +105,7 @@ for p in sorted(pathlib.Path('experiments').glob('*.py')):
   if exp is None:
     continue
   try:
-    exp.full_preflight(exp.default_config())
+    exp.check_ready(exp.default_config())
   except extras.MissingExtraError:
     missing.append(p.stem)
 print(' '.join(missing))

@@ -14,7 +14,6 @@ from configs import dgn_snn as dgn_config
 from experiments import dgn_snn as exp
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data
-from iclrjax.core import launch
 from iclrjax.core import loop
 from iclrjax.snn import cells
 from iclrjax.snn import dgn
@@ -26,7 +25,7 @@ from tests.snn import shd_files
 
 
 def _validate(c):
-  launch.validate(c, exp.config_schema(), exp.check_config)
+  exp.EXPERIMENT.validate(c)
 
 
 def test_config_errors_name_the_field():

@@ -9,7 +9,6 @@ import pytest
 from configs import sgd_llc as sgd_llc_config
 from experiments import sgd_llc as exp
 from iclrjax.core import config as cfg_lib
-from iclrjax.core import launch
 from tests.conftest import find_claim, smoke_summary
 
 R = 20
@@ -66,7 +65,7 @@ def test_config_errors_name_the_field():
   c = sgd_llc_config.get_config('smoke')
   c.llc.rank = c.llc.d
   with pytest.raises(cfg_lib.ConfigError, match='llc.rank'):
-    launch.validate(c, exp.EXPERIMENT.full_schema(), exp.check_config)
+    exp.EXPERIMENT.validate(c)
   c = sgd_llc_config.get_config('smoke')
   c.moons.early_window = c.moons.warmup_steps + 1
   with pytest.raises(cfg_lib.ConfigError, match='moons.early_window'):

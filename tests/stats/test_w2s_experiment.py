@@ -7,7 +7,6 @@ import pytest
 from configs import w2s as w2s_config
 from experiments import w2s as exp
 from iclrjax.core import config as cfg_lib
-from iclrjax.core import launch
 from tests.conftest import smoke_summary, find_claim as _claim
 
 S = 3
@@ -84,7 +83,7 @@ def test_config_errors_name_the_field():
   c = w2s_config.get_config('smoke')
   c.theory.n = 16
   with pytest.raises(cfg_lib.ConfigError, match='theory.n'):
-    launch.validate(c, exp.EXPERIMENT.full_schema(), exp.check_config)
+    exp.EXPERIMENT.validate(c)
   c = w2s_config.get_config('smoke')
   c.enhanced.labels = 'oracle'
   with pytest.raises(cfg_lib.ConfigError, match='enhanced.labels'):
