@@ -164,6 +164,10 @@ def _two_processes(module, args, workdir):
     # Supervised: the training split is a sharded argument of the loop and
     # each minibatch of 64 is split over 'data' (mesh 2 x 4); one group.
     ('dcd_ssm', ("--config.runs=('Z6/dcd/1',)",)),
+    # LM: its config check traces the task (no backend may start before
+    # jax.distributed.initialize); SFT batch and GRPO prompts over 'data'.
+    ('lm_grpo', ('--config.sft_steps=10', '--config.grpo_steps=2',
+                 '--config.num_seeds=1')),
 ])
 def test_two_processes_match_one_process(name, overrides, tmp_path):
   """Multi-host path: 2 processes x 4 CPU devices, jax.distributed + gloo."""
