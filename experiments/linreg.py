@@ -59,6 +59,14 @@ def run(r: launch.Run) -> launch.Result:
       claims=[claim])
 
 
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """The compiled training chunk (`benchmarks/paper_variants.py`)."""
+  return [loop.train_program(
+      'train', linreg.make_init(cfg), linreg.make_step(cfg),
+      num_seeds=cfg.num_seeds, num_steps=cfg.num_steps,
+      chunk_size=cfg.chunk_size, sharded=sharded, params=cfg.dim)]
+
+
 EXPERIMENT = launch.Experiment('linreg', run, schema=linreg.config_schema(),
                                check_fn=linreg.check_config)
 

@@ -25,6 +25,7 @@ which `jax.devices()` lists every host's devices and the mesh spans them all.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from typing import Any
@@ -144,30 +145,75 @@ def put_data(mesh: Mesh | None, tree: Any) -> Any:
       lambda x: jax.device_put(np.asarray(x), data_sharding(mesh, x)), tree)
 
 
+class BatchSplitError(ValueError):
+  """A batch axis does not divide the mesh's data axis (one line: sizes, fix)."""
+
+
+_RECORDERS: list[list[int]] = []
+
+
+@contextlib.contextmanager
+def record_splits():
+  """Yields a list that collects the size of every batch axis `shard_batch`
+  marks while tracing inside the block (what `Run.train` records per phase).
+  """
+  sizes: list[int] = []
+  _RECORDERS.append(sizes)
+  try:
+    yield sizes
+  finally:
+    _RECORDERS.remove(sizes)
+
+
 def shard_batch(tree: Any, axis: int = 0) -> Any:
   """Marks `axis` of every leaf as the batch axis, split over 'data'.
 
   Call it inside a step on the arrays that carry the per-seed batch (a
-  minibatch, an env batch). Outside a mesh context, or when the batch does
-  not split evenly over 'data', it is the identity, so the same step runs
-  unsharded on one device. Under the loop's seed vmap the seed axis is added
-  in front (`spmd_axis_name='seeds'`).
+  minibatch, an env batch). Outside a mesh context it is the identity, so
+  the same step runs unsharded on one device; under the loop's seed vmap the
+  seed axis is added in front (`spmd_axis_name='seeds'`).
+
+  Raises:
+    BatchSplitError: the batch does not divide the data axis (the work would
+      otherwise be replicated on every device while the mesh claims a split).
   """
   mesh = jax.sharding.get_abstract_mesh()
   if mesh.empty or DATA not in mesh.axis_names:
     return tree
   m = mesh.shape[DATA]
-  if m == 1:
-    return tree
 
   def constrain(x):
-    if not hasattr(x, 'shape') or x.ndim <= axis or x.shape[axis] % m:
+    if not hasattr(x, 'shape') or x.ndim <= axis or x.shape[axis] == 1:
+      return x  # a batch of one is no batch axis
+    n = x.shape[axis]
+    for sizes in _RECORDERS:
+      sizes.append(n)
+    if m == 1:
       return x
+    if n % m:
+      raise BatchSplitError(
+          f'a batch axis of size {n} does not split over the mesh\'s data '
+          f'axis of {m} devices: make that batch size a multiple of {m}, or '
+          'run on a device count that divides it')
     spec = [None] * x.ndim
     spec[axis] = DATA
     return jax.lax.with_sharding_constraint(x, P(*spec))
 
   return jax.tree.map(constrain, tree)
+
+
+def split_record(sizes: list[int], mesh: Mesh | None) -> dict[str, Any]:
+  """What a phase did with the data axis, for summary.json."""
+  m = mesh_size(mesh)[DATA]
+  batches = sorted(set(sizes))
+  if not batches:
+    how = ('no batch axis: every device of the data axis runs the same work'
+           if m > 1 else 'no batch axis')
+  else:
+    how = (f'batch {"/".join(map(str, batches))} split over {m} devices'
+           if m > 1 else f'batch {"/".join(map(str, batches))} on one device')
+  return {'data': m, 'batch': batches, 'split': bool(batches) and m > 1,
+          'how': how}
 
 
 def to_host(tree: Any) -> Any:

@@ -38,7 +38,8 @@ The run then writes into `workdir`:
   checkpoints/    orbax checkpoints; a restart with the same command resumes
   plots/*.png     learning curves (mean and 95% band over seeds)
   summary.json    DESIGN.md's schema: experiment, config, num_seeds, backend,
-                  devices, mesh{seeds, data}, commit, wall_s,
+                  devices, mesh{seeds, data}, data_axis{used, phases: how
+                  each training phase's batch was split}, commit, wall_s,
                   metrics{mean, ci95, per_seed}, claims{claim, holds,
                   evidence, control[, paper]}
 
@@ -143,6 +144,8 @@ class Run:
   checkpointer: ckpt_lib.Checkpointer
   mesh: jax.sharding.Mesh
   quiet: bool = False
+  # phase -> how its batch used the data axis (`distributed.split_record`)
+  splits: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
   _phase_ckpts: dict[str, ckpt_lib.Checkpointer] = dataclasses.field(
       default_factory=dict)
 
@@ -171,11 +174,17 @@ class Run:
     n = num_seeds or self.config.num_seeds
     mesh = self.mesh if n == self.config.num_seeds else (
         distributed.make_mesh(n))
-    return loop_lib.train(
-        init_fn, step_fn, seed=self.config.seed, num_seeds=n,
-        num_steps=num_steps, chunk_size=chunk_size, mesh=mesh,
-        writer=self.writer, checkpointer=self.phase_checkpointer(phase),
-        phase=phase, **kwargs)
+    with distributed.record_splits() as sizes:
+      out = loop_lib.train(
+          init_fn, step_fn, seed=self.config.seed, num_seeds=n,
+          num_steps=num_steps, chunk_size=chunk_size, mesh=mesh,
+          writer=self.writer, checkpointer=self.phase_checkpointer(phase),
+          phase=phase, **kwargs)
+    record = distributed.split_record(sizes, mesh)
+    if out.resumed_from is not None and out.resumed_from >= num_steps:
+      record['how'] = 'restored finished (not traced in this process)'
+    self.splits[phase or 'train'] = record
+    return out
 
   def phase_checkpointer(self, phase: str | None) -> ckpt_lib.Checkpointer:
     if phase is None:
@@ -418,6 +427,9 @@ class Experiment:
     summary = _record(self.name, cfg_json, mesh, result, commit,
                       time.perf_counter() - t0,
                       command or f'python -m experiments.{self.name}')
+    summary['data_axis'] = {
+        'used': any(r['split'] for r in run.splits.values()),
+        'phases': run.splits}
     if main_proc:
       rows = log_lib.read_metrics(wd)
       keys = sorted({k for r in rows for k in r if k not in ('step', 'phase')})
@@ -458,7 +470,7 @@ class Experiment:
         summary = self.execute(flags.FLAGS.config, flags.FLAGS.workdir,
                                command=_command_line())
       except (config_lib.ConfigError, MissingDataError,
-              extras.MissingExtraError) as e:
+              distributed.BatchSplitError, extras.MissingExtraError) as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(2)
       print(json.dumps({'metrics': {k: v['mean'] for k, v in

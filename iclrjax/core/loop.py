@@ -304,3 +304,77 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
     steps_per_s = (last_end - steady[1]) / (time.perf_counter() - steady[0])
   return TrainResult(state=state, num_steps=num_steps,
                      resumed_from=resumed_from, steps_per_s=steps_per_s)
+
+
+@dataclasses.dataclass
+class Program:
+  """One jitted function of an experiment at its config's shapes, not run.
+
+  An experiment's `programs(cfg)` lists them (its training chunks and its
+  evaluation) so that `benchmarks/paper_variants.py` can compile, cost and
+  time a variant without running it. `args` are pytrees of
+  `jax.ShapeDtypeStruct`; `calls` is how often a run calls the function,
+  `steps` the training steps per call (0: not training), `params` the model
+  parameters per seed; `batch_axis`: whether the step marks a batch with
+  `distributed.shard_batch` (False: nothing to split over 'data', which the
+  run records).
+  """
+
+  name: str
+  fn: Callable[..., Any]
+  args: tuple[Any, ...]
+  calls: int = 1
+  steps: int = 0
+  params: int = 0
+  batch_axis: bool = True
+
+
+def shapes(tree: PyTree, mesh: jax.sharding.Mesh | None = None) -> PyTree:
+  """`jax.ShapeDtypeStruct`s of a pytree of arrays (shared data: placed
+  with `distributed.data_sharding` on `mesh`)."""
+  def sds(x):
+    x = x if hasattr(x, 'dtype') else np.asarray(x)
+    sharding = None if mesh is None else distributed.data_sharding(mesh, x)
+    return jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=sharding)
+  return jax.tree.map(sds, tree)
+
+
+def count_params(state: PyTree) -> int:
+  """Entries of the shallowest sub-tree named 'params' (all leaves if none)."""
+  leaves = jax.tree_util.tree_flatten_with_path(state)[0]
+  names = [[str(getattr(k, 'key', getattr(k, 'name', ''))) for k in path]
+           for path, _ in leaves]
+  depths = [n.index('params') for n in names if 'params' in n]
+  if not depths:
+    return int(sum(np.prod(x.shape) for _, x in leaves))
+  d = min(depths)
+  first = next(n[:d + 1] for n in names if n[d:d + 1] == ['params'])
+  return int(sum(np.prod(x.shape) for n, (_, x) in zip(names, leaves)
+                 if n[:d + 1] == first))
+
+
+def train_program(name: str, init_fn: InitFn, step_fn: StepFn, *,
+                  num_seeds: int, num_steps: int, chunk_size: int,
+                  data: PyTree | None = None, init_args: PyTree | None = None,
+                  sharded: bool = False, batch_axis: bool = True,
+                  params: int | None = None,
+                  unroll: int | bool = 1) -> Program:
+  """The `Program` of one training chunk, as `train` would compile it.
+
+  `data` and `init_args` may be arrays or `jax.ShapeDtypeStruct`s; nothing
+  is initialised or run. `sharded`: on the ('seeds', 'data') mesh over every
+  device that `Run.train` would use (else one device). `params` overrides
+  `count_params` of the state.
+  """
+  mesh = distributed.make_mesh(num_seeds) if sharded else None
+  keys = jax.ShapeDtypeStruct((num_seeds, 2), jnp.uint32)
+  states = abstract_states(init_fn, keys, mesh,
+                           None if init_args is None else shapes(init_args))
+  args = (states, jax.ShapeDtypeStruct((), jnp.int32))
+  if data is not None:
+    args += (shapes(data, mesh),)
+  fn = chunk_fn(step_fn, chunk_size, mesh, unroll=unroll)
+  if params is None:
+    params = count_params(states) // num_seeds
+  return Program(name, fn, args, calls=-(-num_steps // chunk_size),
+                 steps=chunk_size, params=params, batch_axis=batch_axis)

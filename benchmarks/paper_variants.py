@@ -1,0 +1,269 @@
+"""What every paper's `paper` variant costs: compiled, not run (or timed).
+
+  python -m benchmarks.paper_variants                    # compile only (CPU)
+  python -m benchmarks.paper_variants --only=qdpm,dlm
+  python -m benchmarks.paper_variants --run              # time one call each
+  python -m benchmarks.paper_variants --variant=smoke --run   # the test
+
+Each experiment lists its compiled functions in `programs(cfg)`
+(`core.loop.Program`: its training chunks at the config's shapes, from the
+same builders its `run` uses, and its evaluation). For each, in a fresh
+process per experiment (each under its own timeout), this lowers and
+compiles it without running it and reports:
+
+- params: model parameters per seed;
+- GFLOP per step: dot and convolution FLOPs counted on the jaxpr, with every
+  `scan` multiplied by its length (XLA's cost analysis counts a loop body
+  once); a `while` with a data-dependent trip count counts once (marked *);
+- peak memory: XLA's memory analysis of the compiled program on this
+  backend (arguments + outputs - donated + temporaries);
+- steps and calls in the config, and an H100 estimate: the variant's total
+  FLOPs at `--mfu` of an H100's 989 TFLOP/s dense bf16 / TF32 peak (a lower
+  bound for programs too small to fill the GPU; `--run` measures).
+
+`--run` also calls each program once on zeros of its shapes (after a warm-up
+call) on the device it finds and extrapolates the variant's wall time from
+calls x seconds per call. The whole table takes minutes; `--write` records
+it in benchmarks/paper_variants.json, which the docs pages and
+benchmarks/README.md show.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import math
+import pathlib
+import subprocess
+import sys
+import time
+from typing import Any
+
+H100_PEAK = 989e12  # dense bf16 / TF32-class tensor-core FLOP/s (SXM)
+GPU_MEMORY = 80e9   # bytes on one H100
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RESULT_FILE = ROOT / 'benchmarks' / 'paper_variants.json'
+
+
+# -- FLOPs on the jaxpr ---------------------------------------------------------
+def _prod(xs) -> float:
+  return float(math.prod(int(x) for x in xs))
+
+
+def jaxpr_flops(jaxpr) -> tuple[float, bool]:
+  """(dot + conv FLOPs, whether a while loop of unknown length was seen)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  total, unknown = 0.0, False
+  for eqn in jaxpr.eqns:
+    prim = eqn.primitive.name
+    if prim == 'dot_general':
+      (lc, _), _ = eqn.params['dimension_numbers']
+      lhs = eqn.invars[0].aval.shape
+      total += 2.0 * _prod(eqn.outvars[0].aval.shape) * _prod(
+          lhs[d] for d in lc)
+      continue
+    if prim == 'conv_general_dilated':
+      rhs = eqn.invars[1].aval.shape
+      dn = eqn.params['dimension_numbers']
+      kernel = _prod(rhs[d] for d in dn.rhs_spec[2:])
+      in_per_group = rhs[dn.rhs_spec[1]]
+      total += 2.0 * _prod(eqn.outvars[0].aval.shape) * kernel * in_per_group
+      continue
+    subs = []
+    for v in eqn.params.values():
+      for item in (v if isinstance(v, (tuple, list)) else (v,)):
+        if isinstance(item, jax.extend.core.ClosedJaxpr):
+          subs.append(item.jaxpr)
+        elif isinstance(item, jax.extend.core.Jaxpr):
+          subs.append(item)
+    if not subs:
+      continue
+    inner = [jaxpr_flops(j) for j in subs]
+    unknown |= any(u for _, u in inner)
+    if prim == 'scan':
+      total += eqn.params['length'] * sum(f for f, _ in inner)
+    elif prim == 'cond':
+      total += max(f for f, _ in inner)
+    elif prim == 'while':
+      unknown = True
+      total += sum(f for f, _ in inner)
+    else:
+      total += sum(f for f, _ in inner)
+  return total, unknown
+
+
+# -- one experiment, in its own process ----------------------------------------
+def _zeros(tree):
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), tree)
+
+
+def measure(name: str, variant: str, run: bool) -> list[dict[str, Any]]:
+  """Rows for every program of experiments.<name> at configs/<name>:variant."""
+  import jax  # pylint: disable=g-import-not-at-top
+  mod = importlib.import_module(f'experiments.{name}')
+  cfg = importlib.import_module(f'configs.{name}').get_config(variant)
+  rows = []
+  for prog in mod.programs(cfg):
+    row = dict(experiment=name, variant=variant, program=prog.name,
+               params=prog.params, steps=prog.steps, calls=prog.calls)
+    flops, unknown = jaxpr_flops(jax.make_jaxpr(prog.fn)(*prog.args).jaxpr)
+    row.update(flops_per_call=flops, while_loop=unknown)
+    t0 = time.perf_counter()
+    compiled = prog.fn.lower(*prog.args).compile()
+    row['compile_s'] = round(time.perf_counter() - t0, 2)
+    mem = compiled.memory_analysis()
+    if mem is not None:
+      row['peak_bytes'] = int(mem.argument_size_in_bytes
+                              + mem.output_size_in_bytes
+                              - mem.alias_size_in_bytes
+                              + mem.temp_size_in_bytes)
+    if run:
+      args = _zeros(prog.args)
+      jax.block_until_ready(compiled(*args))   # warm-up (allocations)
+      t0 = time.perf_counter()
+      jax.block_until_ready(compiled(*_zeros(prog.args)))
+      row['s_per_call'] = time.perf_counter() - t0
+    rows.append(row)
+  dev = jax.devices()[0]
+  for row in rows:
+    row['device'] = f'{jax.default_backend()}: {dev.device_kind}'
+  return rows
+
+
+def splits(name: str, variant: str = 'smoke') -> list[dict[str, Any]]:
+  """How each training program of experiments.<name> splits its batch over
+  the mesh `Run.train` builds on every device here (lowered, not compiled).
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  from iclrjax.core import distributed  # pylint: disable=g-import-not-at-top
+  mod = importlib.import_module(f'experiments.{name}')
+  cfg = importlib.import_module(f'configs.{name}').get_config(variant)
+  rows = []
+  for prog in mod.programs(cfg, sharded=True):
+    if not prog.steps:
+      continue
+    with distributed.record_splits() as sizes:
+      hlo = prog.fn.lower(*prog.args).as_text()
+    state = jax.tree.leaves(prog.args[0])[0]  # placed on the phase's mesh
+    record = distributed.split_record(sizes, state.sharding.mesh)
+    record.update(program=prog.name, batch_axis=prog.batch_axis,
+                  constrained='sharding_constraint' in hlo or
+                  'mhlo.sharding' in hlo)
+    rows.append(record)
+  return rows
+
+
+def _child(name: str, variant: str, run: bool, timeout: float
+           ) -> list[dict[str, Any]]:
+  cmd = [sys.executable, '-m', 'benchmarks.paper_variants', f'--child={name}',
+         f'--variant={variant}'] + (['--run'] if run else [])
+  try:
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+  except subprocess.TimeoutExpired:
+    return [dict(experiment=name, variant=variant,
+                 error=f'timed out after {timeout:.0f} s')]
+  if proc.returncode != 0:
+    last = [l for l in proc.stderr.splitlines() if l.strip()][-1:] or ['?']
+    return [dict(experiment=name, variant=variant, error=last[0][:300])]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- the table -------------------------------------------------------------------
+def _fmt(x: float, unit: str = '') -> str:
+  for scale, suffix in ((1e12, 'T'), (1e9, 'G'), (1e6, 'M'), (1e3, 'k')):
+    if abs(x) >= scale:
+      return f'{x / scale:.3g}{suffix}{unit}'
+  return f'{x:.3g}{unit}'
+
+
+def summarize(rows: list[dict[str, Any]], mfu: float
+              ) -> dict[str, dict[str, Any]]:
+  """Per experiment: total FLOPs, max peak memory, fits, H100 hours."""
+  out: dict[str, dict[str, Any]] = {}
+  for r in rows:
+    e = out.setdefault(r['experiment'], dict(flops=0.0, peak=0, wall=0.0,
+                                             timed=True, errors=[]))
+    if 'error' in r:
+      e['errors'].append(r['error'])
+      continue
+    e['flops'] += r['calls'] * r['flops_per_call']
+    e['peak'] = max(e['peak'], r.get('peak_bytes', 0))
+    if 's_per_call' in r:
+      e['wall'] += r['calls'] * r['s_per_call']
+    else:
+      e['timed'] = False
+  for e in out.values():
+    e['h100_hours'] = e['flops'] / (mfu * H100_PEAK) / 3600
+    e['fits_80gb'] = e['peak'] <= GPU_MEMORY
+  return out
+
+
+def table(rows: list[dict[str, Any]], mfu: float) -> str:
+  head = ('| experiment | program | params | steps x calls | GFLOP/call | '
+          'peak memory | compile s | s/call |\n|---|---|---|---|---|---|---|---|')
+  lines = [head]
+  for r in rows:
+    if 'error' in r:
+      lines.append(f"| {r['experiment']} | error: {r['error']} | | | | | | |")
+      continue
+    flops = _fmt(r['flops_per_call'] / 1e9) + ('*' if r['while_loop'] else '')
+    lines.append(
+        f"| {r['experiment']} | {r['program']} | {_fmt(r['params'])} | "
+        f"{r['steps']} x {r['calls']} | {flops} | "
+        f"{_fmt(r.get('peak_bytes', 0), 'B')} | {r['compile_s']} | "
+        f"{r.get('s_per_call', float('nan')):.3g} |")
+  lines.append('')
+  lines.append(f'| experiment | total FLOPs | max peak memory | fits 80 GB | '
+               f'H100-hours at {mfu:.0%} MFU | measured wall (extrapolated) |')
+  lines.append('|---|---|---|---|---|---|')
+  for name, e in summarize(rows, mfu).items():
+    if e['errors'] and not e['flops']:
+      lines.append(f'| {name} | error | | | | |')
+      continue
+    wall = f"{e['wall'] / 3600:.3g} h" if e['timed'] else '-'
+    lines.append(f"| {name} | {_fmt(e['flops'])} | {_fmt(e['peak'], 'B')} | "
+                 f"{'yes' if e['fits_80gb'] else 'NO'} | "
+                 f"{e['h100_hours']:.3g} | {wall} |")
+  return '\n'.join(lines)
+
+
+def names() -> list[str]:
+  from experiments import papers  # pylint: disable=g-import-not-at-top
+  return [p.name for p in papers.PAPERS]
+
+
+def main(argv: list[str]) -> None:
+  args = dict(a.lstrip('-').split('=', 1) if '=' in a else (a.lstrip('-'), '')
+              for a in argv)
+  variant = args.get('variant', 'paper')
+  run = 'run' in args
+  if 'splits' in args:
+    print(json.dumps({n: splits(n, variant) for n in args['splits'].split(',')}))
+    return
+  if 'child' in args:
+    print(json.dumps(measure(args['child'], variant, run)))
+    return
+  only = [n for n in args.get('only', '').split(',') if n] or names()
+  timeout = float(args.get('timeout', 600 if not run else 120))
+  mfu = float(args.get('mfu', 0.3))
+  rows = []
+  for name in only:
+    t0 = time.perf_counter()
+    got = _child(name, variant, run, timeout)
+    rows += got
+    print(f'{name}: {len(got)} program(s) in {time.perf_counter() - t0:.0f} s'
+          + (f" ({got[0]['error']})" if 'error' in got[0] else ''),
+          file=sys.stderr, flush=True)
+  print(table(rows, mfu))
+  if 'write' in args:
+    RESULT_FILE.write_text(json.dumps(
+        dict(variant=variant, mfu=mfu, run=run, rows=rows,
+             summary=summarize(rows, mfu)), indent=1) + '\n')
+
+
+if __name__ == '__main__':
+  main(sys.argv[1:])
