@@ -108,7 +108,8 @@ def measure(name: str, variant: str, run: bool) -> list[dict[str, Any]]:
   rows = []
   for prog in mod.programs(cfg):
     row = dict(experiment=name, variant=variant, program=prog.name,
-               params=prog.params, steps=prog.steps, calls=prog.calls)
+               params=prog.params, steps=prog.steps, calls=prog.calls,
+               note=prog.note)
     flops, unknown = jaxpr_flops(jax.make_jaxpr(prog.fn)(*prog.args).jaxpr)
     row.update(flops_per_call=flops, while_loop=unknown)
     t0 = time.perf_counter()

@@ -317,7 +317,8 @@ class Program:
   `steps` the training steps per call (0: not training), `params` the model
   parameters per seed; `batch_axis`: whether the step marks a batch with
   `distributed.shard_batch` (False: nothing to split over 'data', which the
-  run records).
+  run records); `note`: what the program leaves out (host work, a loop of
+  data-dependent length), for the cost table.
   """
 
   name: str
@@ -327,6 +328,7 @@ class Program:
   steps: int = 0
   params: int = 0
   batch_axis: bool = True
+  note: str = ''
 
 
 def shapes(tree: PyTree, mesh: jax.sharding.Mesh | None = None) -> PyTree:
