@@ -26,6 +26,17 @@ call) on the device it finds and extrapolates the variant's wall time from
 calls x seconds per call. The whole table takes minutes; `--write` records
 it in benchmarks/paper_variants.json, which the docs pages and
 benchmarks/README.md show.
+
+Two checks of the data axis (run with several devices, e.g.
+XLA_FLAGS=--xla_force_host_platform_device_count=8; tests/test_scale_out.py):
+
+  python -m benchmarks.paper_variants --splits=fge,dlm --variant=smoke
+  python -m benchmarks.paper_variants --compare=fge --variant=smoke
+
+`--splits` lowers every training chunk on the mesh `Run.train` would build
+and reports the batch axes it marks and whether they split over 'data';
+`--compare` runs one chunk from the same init on one device and on that mesh
+and reports the largest relative difference of the outputs.
 """
 
 from __future__ import annotations
@@ -131,6 +142,8 @@ def measure(name: str, variant: str, run: bool) -> list[dict[str, Any]]:
   dev = jax.devices()[0]
   for row in rows:
     row['device'] = f'{jax.default_backend()}: {dev.device_kind}'
+  if rows:
+    rows[0]['paper_scale'] = getattr(mod, 'PAPER_SCALE', '')
   return rows
 
 
@@ -154,6 +167,38 @@ def splits(name: str, variant: str = 'smoke') -> list[dict[str, Any]]:
                   constrained='sharding_constraint' in hlo or
                   'mhlo.sharding' in hlo)
     rows.append(record)
+  return rows
+
+
+def compare(name: str, variant: str = 'smoke') -> list[dict[str, Any]]:
+  """Each training chunk of experiments.<name> from the same init, on one
+  device and on the mesh over every device: the largest difference of its
+  outputs relative to their scale (float rounding when the split is right).
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  mod = importlib.import_module(f'experiments.{name}')
+  cfg = importlib.import_module(f'configs.{name}').get_config(variant)
+  single = {p.name: p for p in mod.programs(cfg)}
+  rows = []
+  for prog in mod.programs(cfg, sharded=True):
+    if not prog.steps or prog.init is None:
+      continue
+    mesh = jax.tree.leaves(prog.args[0])[0].sharding.mesh
+    one = jax.device_get(single[prog.name].fn(*single[prog.name].init(None)))
+    many = jax.device_get(prog.fn(*prog.init(mesh)))
+    worst = 0.0
+    for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(many)):
+      a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+      ok = np.isfinite(a) & np.isfinite(b)
+      if (np.isfinite(a) != np.isfinite(b)).any():
+        worst = float('inf')
+      if not ok.any():
+        continue
+      scale = max(np.abs(a[ok]).max(), 1e-6)
+      worst = max(worst, float(np.abs(a[ok] - b[ok]).max() / scale))
+    rows.append(dict(program=prog.name, mesh=dict(mesh.shape),
+                     max_rel_diff=worst))
   return rows
 
 
@@ -219,16 +264,20 @@ def table(rows: list[dict[str, Any]], mfu: float) -> str:
         f"{r.get('s_per_call', float('nan')):.3g} |")
   lines.append('')
   lines.append(f'| experiment | total FLOPs | max peak memory | fits 80 GB | '
-               f'H100-hours at {mfu:.0%} MFU | measured wall (extrapolated) |')
-  lines.append('|---|---|---|---|---|---|')
+               f'H100-hours at {mfu:.0%} MFU | measured wall (extrapolated) '
+               '| the paper itself |')
+  lines.append('|---|---|---|---|---|---|---|')
+  scale = {r['experiment']: r['paper_scale'] for r in rows
+           if r.get('paper_scale')}
   for name, e in summarize(rows, mfu).items():
+    paper = scale.get(name, '-').replace('|', '/')
     if e['errors'] and not e['flops']:
-      lines.append(f'| {name} | error | | | | |')
+      lines.append(f'| {name} | error | | | | | {paper} |')
       continue
     wall = f"{e['wall'] / 3600:.3g} h" if e['timed'] else '-'
     lines.append(f"| {name} | {_fmt(e['flops'])} | {_fmt(e['peak'], 'B')} | "
                  f"{'yes' if e['fits_80gb'] else 'NO'} | "
-                 f"{e['h100_hours']:.3g} | {wall} |")
+                 f"{e['h100_hours']:.3g} | {wall} | {paper} |")
   return '\n'.join(lines)
 
 
@@ -245,6 +294,10 @@ def main(argv: list[str]) -> None:
   if 'splits' in args:
     print(json.dumps({n: splits(n, variant) for n in args['splits'].split(',')}))
     return
+  if 'compare' in args:
+    print(json.dumps({n: compare(n, variant)
+                      for n in args['compare'].split(',')}))
+    return
   if 'child' in args:
     print(json.dumps(measure(args['child'], variant, run)))
     return
@@ -260,9 +313,19 @@ def main(argv: list[str]) -> None:
           + (f" ({got[0]['error']})" if 'error' in got[0] else ''),
           file=sys.stderr, flush=True)
   print(table(rows, mfu))
-  if 'write' in args:
+  if 'write' in args:  # replaces these experiments' rows, keeps the others
+    from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
+    commit = launch.code_commit()
+    stamp = dict(commit=commit[:10] + ('-dirty' if commit.endswith('dirty')
+                                       else ''),
+                 date=time.strftime('%Y-%m-%d'), timed=run)
+    old = (json.loads(RESULT_FILE.read_text())['rows']
+           if RESULT_FILE.exists() else [])
+    rows = [r for r in old if r['experiment'] not in only] + [
+        {**r, **stamp} for r in rows]
+    rows.sort(key=lambda r: names().index(r['experiment']))
     RESULT_FILE.write_text(json.dumps(
-        dict(variant=variant, mfu=mfu, run=run, rows=rows,
+        dict(variant=variant, mfu=mfu, rows=rows,
              summary=summarize(rows, mfu)), indent=1) + '\n')
 
 

@@ -185,7 +185,43 @@ def _claim_rows(run: Run) -> str:
   return '\n'.join(rows)
 
 
-def results_section(p: papers_lib.Paper, runs: dict[str, Run]) -> str:
+COSTS = ROOT / 'benchmarks' / 'paper_variants.json'
+
+
+def load_costs(path: pathlib.Path = COSTS) -> dict[str, Any]:
+  """benchmarks/paper_variants.json ({} before it was written)."""
+  return json.loads(path.read_text()) if path.exists() else {}
+
+
+def cost_text(rows: list[dict[str, Any]], mfu: float) -> str:
+  """The cost table of `rows` of paper_variants.json, with its source."""
+  from benchmarks import paper_variants  # pylint: disable=g-import-not-at-top
+  stamps = sorted({(r.get('device', '?'), r.get('commit', '?'),
+                    r.get('date', '?')) for r in rows if 'error' not in r})
+  made = '; '.join(f'{d}, commit `{c}`, {t}' for d, c, t in stamps)
+  return (paper_variants.table(rows, mfu) + '\n\nFrom `python -m '
+          'benchmarks.paper_variants` (' + made + '). GFLOP: dot and '
+          'convolution FLOPs of one call on the jaxpr, scans multiplied by '
+          'their length (* : a while loop of data-dependent length counted '
+          'once); peak memory: XLA\'s memory analysis of the compiled '
+          'program on that backend; H100-hours: the total FLOPs at the '
+          'stated fraction of 989 TFLOP/s; s/call: measured with `--run` '
+          '(nan: compiled only).')
+
+
+def cost_section(name: str, costs: dict[str, Any]) -> str:
+  """A page's 'cost at the paper's shapes' block (empty before a run)."""
+  rows = [r for r in costs.get('rows', []) if r['experiment'] == name]
+  if not rows:
+    return ''
+  notes = [f"`{r['program']}`: {r['note']}" for r in rows if r.get('note')]
+  return ('### Variant `paper`: compiled at its shapes, not run\n\n'
+          + cost_text(rows, costs.get('mfu', 0.3))
+          + ('\n\n' + ' '.join(notes) if notes else ''))
+
+
+def results_section(p: papers_lib.Paper, runs: dict[str, Run],
+                    costs: dict[str, Any] | None = None) -> str:
   """The generated Results section of docs/papers/<name>.md."""
   out = []
   if not runs:
@@ -211,6 +247,9 @@ def results_section(p: papers_lib.Paper, runs: dict[str, Run]) -> str:
                'size, too small to test the claims.' % (
                    p.name, ', '.join(f'`{v}`' for v in others), p.name,
                    p.name))
+  cost = cost_section(p.name, costs or {})
+  if cost:
+    out.append('\n' + cost)
   return '\n'.join(out)
 
 
@@ -314,6 +353,7 @@ def outputs(results: dict[str, dict[str, Run]], root: pathlib.Path = ROOT
             ) -> dict[str, str]:
   """{repository path: text} of every generated file (pages keep their
   hand-written parts)."""
+  costs = load_costs(root / 'benchmarks' / 'paper_variants.json')
   table_root = results_table(results, page_prefix='docs/papers/')
   table_docs = results_table(results, page_prefix='papers/')
   out = {
@@ -334,7 +374,13 @@ def outputs(results: dict[str, dict[str, Run]], root: pathlib.Path = ROOT
     text = path.read_text() if path.exists() else new_page(p)
     text = replace_between(text, 'source', source_block(p))
     out[rel] = replace_between(text, 'results',
-                               results_section(p, results.get(p.name, {})))
+                               results_section(p, results.get(p.name, {}),
+                                               costs))
+  bench = root / 'benchmarks' / 'README.md'
+  if costs.get('rows') and bench.exists():
+    out['benchmarks/README.md'] = replace_between(
+        bench.read_text(), 'paper_variants',
+        cost_text(costs['rows'], costs.get('mfu', 0.3)))
   out.update(api_pages(root))
   return out
 

@@ -44,61 +44,20 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
-  """Base field spec: `check` returns None if ok, else what is allowed."""
+  """A field's constraint: `check` returns None if ok, else what is allowed."""
 
   required: bool = True
   nullable: bool = False
   help: str = ''
 
-  def check(self, value: Any) -> str | None:  # pragma: no cover - abstract
+  def ok(self, value: Any) -> bool:  # pragma: no cover - abstract
     raise NotImplementedError
 
   def describe(self) -> str:  # pragma: no cover - abstract
     raise NotImplementedError
 
-
-def _range_text(lo, hi, lo_incl, hi_incl) -> str:
-  parts = []
-  if lo is not None:
-    parts.append(f'{">=" if lo_incl else ">"} {lo}')
-  if hi is not None:
-    parts.append(f'{"<=" if hi_incl else "<"} {hi}')
-  return ' and '.join(parts)
-
-
-def _in_range(v, lo, hi, lo_incl, hi_incl) -> bool:
-  if lo is not None and (v < lo if lo_incl else v <= lo):
-    return False
-  if hi is not None and (v > hi if hi_incl else v >= hi):
-    return False
-  return True
-
-
-@dataclasses.dataclass(frozen=True)
-class Int(Spec):
-  """An integer (bools are rejected) within an optional range."""
-
-  min: int | None = None
-  max: int | None = None
-  multiple_of: int | None = None
-
-  def describe(self) -> str:
-    text = 'an integer'
-    rng = _range_text(self.min, self.max, True, True)
-    if rng:
-      text += f' {rng}'
-    if self.multiple_of:
-      text += f' and a multiple of {self.multiple_of}'
-    return text
-
-  def check(self, value):
-    if isinstance(value, bool) or not isinstance(value, int):
-      return f'expected {self.describe()}'
-    if not _in_range(value, self.min, self.max, True, True):
-      return f'expected {self.describe()}'
-    if self.multiple_of and value % self.multiple_of:
-      return f'expected {self.describe()}'
-    return None
+  def check(self, value: Any) -> str | None:
+    return None if self.ok(value) else f'expected {self.describe()}'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,18 +69,39 @@ class Float(Spec):
   min_inclusive: bool = True
   max_inclusive: bool = True
 
-  def describe(self) -> str:
-    rng = _range_text(self.min, self.max, self.min_inclusive,
-                      self.max_inclusive)
-    return 'a finite number' + (f' {rng}' if rng else '')
+  def _range(self) -> str:
+    parts = []
+    if self.min is not None:
+      parts.append(f'{">=" if self.min_inclusive else ">"} {self.min}')
+    if self.max is not None:
+      parts.append(f'{"<=" if self.max_inclusive else "<"} {self.max}')
+    return ' ' + ' and '.join(parts) if parts else ''
 
-  def check(self, value):
+  def describe(self) -> str:
+    return 'a finite number' + self._range()
+
+  def ok(self, value) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-      return f'expected {self.describe()}'
-    if not math.isfinite(value) or not _in_range(
-        value, self.min, self.max, self.min_inclusive, self.max_inclusive):
-      return f'expected {self.describe()}'
-    return None
+      return False
+    lo, hi = self.min, self.max
+    return math.isfinite(value) and (
+        lo is None or (value >= lo if self.min_inclusive else value > lo)) and (
+            hi is None or (value <= hi if self.max_inclusive else value < hi))
+
+
+@dataclasses.dataclass(frozen=True)
+class Int(Float):
+  """An integer (bools are rejected) within an optional range."""
+
+  multiple_of: int | None = None
+
+  def describe(self) -> str:
+    return 'an integer' + self._range() + (
+        f' and a multiple of {self.multiple_of}' if self.multiple_of else '')
+
+  def ok(self, value) -> bool:
+    return isinstance(value, int) and super().ok(value) and not (
+        self.multiple_of and value % self.multiple_of)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +110,8 @@ class Bool(Spec):
   def describe(self) -> str:
     return 'True or False'
 
-  def check(self, value):
-    return None if isinstance(value, bool) else f'expected {self.describe()}'
+  def ok(self, value) -> bool:
+    return isinstance(value, bool)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,10 +123,8 @@ class Str(Spec):
   def describe(self) -> str:
     return 'a non-empty string' if self.nonempty else 'a string'
 
-  def check(self, value):
-    if not isinstance(value, str) or (self.nonempty and not value):
-      return f'expected {self.describe()}'
-    return None
+  def ok(self, value) -> bool:
+    return isinstance(value, str) and bool(value or not self.nonempty)
 
 
 class Choice(Spec):
@@ -160,18 +138,17 @@ class Choice(Spec):
   def describe(self) -> str:
     return 'one of ' + ', '.join(repr(c) for c in self.choices)
 
-  def check(self, value):
+  def ok(self, value) -> bool:
     # `True == 1` in Python; compare types too so Choice(0, 1) rejects True.
-    for c in self.choices:
-      if value == c and type(value) is type(c):  # pylint: disable=unidiomatic-typecheck
-        return None
-    msg = f'expected {self.describe()}'
-    if isinstance(value, str):
-      close = difflib.get_close_matches(
-          value, [c for c in self.choices if isinstance(c, str)], n=1)
-      if close:
-        msg += f' (did you mean {close[0]!r}?)'
-    return msg
+    return any(value == c and type(value) is type(c)  # pylint: disable=unidiomatic-typecheck
+               for c in self.choices)
+
+  def check(self, value):
+    msg = super().check(value)
+    close = difflib.get_close_matches(
+        value, [c for c in self.choices if isinstance(c, str)],
+        n=1) if msg and isinstance(value, str) else []
+    return msg + f' (did you mean {close[0]!r}?)' if close else msg
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,55 +169,50 @@ class Seq(Spec):
       text += f' with at most {self.max_len} item(s)'
     return text
 
+  def ok(self, value) -> bool:
+    return isinstance(value, (list, tuple)) and self.min_len <= len(value) <= (
+        len(value) if self.max_len is None else self.max_len)
+
   def check(self, value):
-    if not isinstance(value, (list, tuple)):
+    if not self.ok(value):
       return f'expected {self.describe()}'
-    if len(value) < self.min_len or (self.max_len is not None
-                                     and len(value) > self.max_len):
-      return f'expected {self.describe()}'
-    if self.item is not None:
-      for i, v in enumerate(value):
-        bad = self.item.check(v)
-        if bad is not None:
-          return f'item {i} ({v!r}): {bad}'
+    for i, v in enumerate(value if self.item is not None else ()):
+      bad = self.item.check(v)
+      if bad is not None:
+        return f'item {i} ({v!r}): {bad}'
     return None
 
 
 @dataclasses.dataclass(frozen=True)
 class AnyValue(Spec):
-  """Any value: the spec of a None default (nullable), or, as
-  `AnyValue(required=False)`, the declaration of a field only some variants
-  set (ml_collections keeps the type a variant gives it for overrides)."""
+  """Any value: as `AnyValue(required=False)`, the declaration of a field
+  only some variants set (ml_collections keeps the type a variant gives it)."""
 
   def describe(self) -> str:
     return 'any value'
 
-  def check(self, value):
-    return None
+  def ok(self, value) -> bool:
+    return True
 
 
 @dataclasses.dataclass(frozen=True)
 class Dict(Spec):
   """A sub-config whose keys vary (a loader's or constructor's kwargs).
 
-  Its keys are optional: `items` constrains the value of a key when present,
-  a key the default has is typed by the default's value, and `keys` (if
-  given) lists the allowed keys; else the family's check_config decides
-  (e.g. `check_keys` against a signature).
+  Its keys are optional: `items` constrains the value of a key when present
+  and `keys` (if given) lists the allowed keys; else the family's
+  check_config decides (e.g. `check_keys` against a signature).
   """
 
   keys: tuple[str, ...] | None = None
   items: Mapping[str, Spec] | None = None
 
   def describe(self) -> str:
-    if self.keys is None:
-      return 'a dict'
-    return 'a dict with keys among ' + ', '.join(self.keys)
+    return 'a dict' + ('' if self.keys is None else
+                       ' with keys among ' + ', '.join(self.keys))
 
-  def check(self, value):
-    if not isinstance(value, (Mapping, ml_collections.ConfigDict)):
-      return f'expected {self.describe()}'
-    return None
+  def ok(self, value) -> bool:
+    return isinstance(value, (Mapping, ml_collections.ConfigDict))
 
 
 _MISSING = object()

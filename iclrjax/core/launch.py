@@ -1,51 +1,25 @@
 """The shared absl entry point of every `experiments/<name>.py`.
 
-A launcher declares its experiment and hands it to `main`::
+A launcher declares `EXPERIMENT = launch.Experiment(name, run, schema=...,
+check_fn=...)`, where `run(r: Run) -> Result` trains (`r.train`), evaluates
+and states its `Claim`s, and ends with `EXPERIMENT.main()`; tests and
+notebooks call `EXPERIMENT.execute(cfg, workdir)`. Used as::
 
-  from iclrjax.core import launch
-  from iclrjax.examples import linreg
-
-  def run(r: launch.Run) -> launch.Result: ...   # train, evaluate, claims
-
-  EXPERIMENT = launch.Experiment('linreg', run,
-                                 schema=linreg.config_schema(),
-                                 check_fn=linreg.check_config)
-
-  if __name__ == '__main__':
-    EXPERIMENT.main()
-
-(tests import `experiments.<name>.EXPERIMENT` to validate every config
-variant and smoke-run it; notebooks call `EXPERIMENT.execute(cfg, workdir)`)
-
-and is used as::
-
-  python -m experiments.linreg                                  # default config
+  python -m experiments.linreg                                # default config
   python -m experiments.linreg --config=configs/linreg.py:smoke --workdir=DIR
   python -m experiments.linreg --config.num_seeds=8 --config.seed=3
 
-`execute` first calls `jax.distributed.initialize()` when
-`--config.distributed=True` (no module, config check or preflight starts a
-backend before it), then validates the config (types from the default
-config, constraints from the family): a bad value prints one line naming
-the field, the value and what is allowed, and exits with status 2; so does
-a dataset the config needs that is not on disk (`Experiment.preflight`),
-before the workdir is created.
-The run then writes into `workdir`:
-
-  config.json     the resolved config
-  metrics.jsonl   per-seed metric rows (core.logging)
-  tensorboard/    event files
-  checkpoints/    orbax checkpoints; a restart with the same command resumes
-  plots/*.png     learning curves (mean and 95% band over seeds)
-  summary.json    DESIGN.md's schema: experiment, config, num_seeds, backend,
-                  devices, mesh{seeds, data}, data_axis{used, phases: how
-                  each training phase's batch was split}, commit, wall_s,
-                  metrics{mean, ci95, per_seed}, claims{claim, holds,
-                  evidence, control[, paper]}
-
-Without `--workdir`, a run goes to `runs/<name>/<config hash>/`: the same
-command after a kill resumes there (a finished run is re-evaluated from its
-last checkpoints); another config gets another directory.
+`execute` calls `jax.distributed.initialize()` first (with
+`--config.distributed=True`; nothing before it starts a backend), then
+checks the config, the optional packages and the data: any problem is one
+line naming the field or the fix, exit status 2, before the workdir exists.
+The run writes config.json, metrics.jsonl (per-seed rows), tensorboard/,
+checkpoints/ (the same command resumes), plots/*.png and summary.json
+(DESIGN.md's schema: config, mesh and how each phase used its data axis,
+commit, wall time, metrics with 95% CIs, claims with evidence and controls)
+into `--workdir`, by default `runs/<name>/<config hash>/`: the same command
+after a kill resumes there (a finished run is re-evaluated from its last
+checkpoints); another config gets another directory.
 """
 
 from __future__ import annotations

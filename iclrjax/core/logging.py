@@ -200,46 +200,36 @@ def quiet_default() -> bool:
 
 
 class Progress:
-  """A progress bar with steps/s and ETA; periodic log lines when quiet.
-
-  Quiet mode (CI, pytest, redirected output) logs one line at most every
-  `log_every_s` seconds instead of redrawing a bar.
-  """
+  """A tqdm bar with steps/s and ETA; when quiet (CI, pytest, redirected
+  output) a log line at most every `log_every_s` seconds instead."""
 
   def __init__(self, total: int, initial: int = 0, *, desc: str = '',
                quiet: bool | None = None, log_every_s: float = 30.0):
-    self.total = total
-    self.n = initial
-    self.desc = desc
-    self.quiet = quiet_default() if quiet is None else quiet
-    self._start_n = initial
-    self._t0 = time.perf_counter()
-    self._last_log = self._t0
-    self._log_every_s = log_every_s
+    self.total, self.n, self.desc = total, initial, desc
+    self._start, self._t0 = initial, time.perf_counter()
+    self._last, self._every = self._t0, log_every_s
     self._bar = None
-    if not self.quiet:
+    if not (quiet_default() if quiet is None else quiet):
       from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
       self._bar = tqdm.tqdm(total=total, initial=initial, desc=desc,
                             unit='step', dynamic_ncols=True)
 
   def update(self, n: int, postfix: Mapping[str, float] | None = None):
     self.n += n
+    text = {k: f'{v:.4g}' for k, v in (postfix or {}).items()}
     if self._bar is not None:
       self._bar.update(n)
-      if postfix:
-        self._bar.set_postfix({k: f'{v:.4g}' for k, v in postfix.items()},
-                              refresh=False)
+      if text:
+        self._bar.set_postfix(text, refresh=False)
       return
     now = time.perf_counter()
-    if now - self._last_log >= self._log_every_s or self.n >= self.total:
-      rate = (self.n - self._start_n) / max(now - self._t0, 1e-9)
+    if now - self._last >= self._every or self.n >= self.total:
+      rate = (self.n - self._start) / max(now - self._t0, 1e-9)
       eta = (self.total - self.n) / rate if rate > 0 else float('inf')
-      extra = ''
-      if postfix:
-        extra = ' ' + ' '.join(f'{k}={v:.4g}' for k, v in postfix.items())
       logging.info('%s step %d/%d (%.1f steps/s, ETA %.0fs)%s', self.desc,
-                   self.n, self.total, rate, eta, extra)
-      self._last_log = now
+                   self.n, self.total, rate, eta,
+                   ''.join(f' {k}={v}' for k, v in text.items()))
+      self._last = now
 
   def close(self):
     if self._bar is not None:
@@ -257,6 +247,22 @@ def curves(rows: Sequence[Mapping[str, Any]],
   if not steps:
     return np.zeros((0,)), np.zeros((0, 0))
   return np.asarray(steps), np.stack(vals)
+
+
+def subplots(nrows: int = 1, ncols: int = 1, **kwargs):
+  """`(fig, axes)` like `plt.subplots`, without pyplot: no global backend
+  switch (a notebook keeps its inline backend) and nothing to close."""
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+  fig = Figure(figsize=kwargs.pop('figsize', None))
+  return fig, fig.subplots(nrows, ncols, **kwargs)
+
+
+def save_figure(fig, path: str | os.PathLike) -> pathlib.Path:
+  """Writes `fig` to `path` (PNG, 100 dpi, legend outside kept)."""
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fig.savefig(path, dpi=100, bbox_inches='tight')
+  return path
 
 
 def series_style(i: int) -> dict[str, Any]:
@@ -290,13 +296,7 @@ def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
   band clipped at 0. A series that is constant over x and seeds is drawn but
   labelled '(constant)', so a flat panel says what it is.
   """
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-
-  path = pathlib.Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  fig, ax = plt.subplots(figsize=(7.5, 4))
+  fig, ax = subplots(figsize=(7.5, 4))
   for i, (label, steps, vals) in enumerate(series):
     if not len(steps):
       continue
@@ -331,10 +331,7 @@ def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
   ax.grid(alpha=0.3)
   if ax.get_legend_handles_labels()[0]:
     outside_legend(ax, fontsize=8)
-  fig.savefig(path, dpi=100, bbox_inches='tight')
-  plt.close(fig)
-  return path
-
+  return save_figure(fig, path)
 
 
 def plot_bars(values: Mapping[str, np.ndarray], path: str | os.PathLike, *,
@@ -349,14 +346,8 @@ def plot_bars(values: Mapping[str, np.ndarray], path: str | os.PathLike, *,
   Labels in `highlight` (the method) are drawn in the first colour, the
   others in grey.
   """
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-
-  path = pathlib.Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
   labels = list(values)
-  fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(labels) + 1.5), 4))
+  fig, ax = subplots(figsize=(max(4.0, 1.1 * len(labels) + 1.5), 4))
   for i, label in enumerate(labels):
     vals = np.atleast_1d(np.asarray(values[label], np.float64))
     n = len(vals)
@@ -380,9 +371,8 @@ def plot_bars(values: Mapping[str, np.ndarray], path: str | os.PathLike, *,
   ax.set_title(f'{title} (mean, 95% CI, dots: {n} seeds)' if title else
                f'mean, 95% CI, dots: {n} seeds', fontsize=10)
   ax.grid(alpha=0.3, axis='y')
-  fig.savefig(path, dpi=100, bbox_inches='tight')
-  plt.close(fig)
-  return path
+  return save_figure(fig, path)
+
 
 def plot_curves(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
                 path: str | os.PathLike, *, title: str = '',

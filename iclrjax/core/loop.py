@@ -329,6 +329,10 @@ class Program:
   params: int = 0
   batch_axis: bool = True
   note: str = ''
+  # mesh -> concrete `args` of a training chunk (seeds 0.., step 0; data as
+  # given, zeros where only its shapes were), where the init needs no
+  # earlier phase: what paper_variants' --compare runs on 1 and 8 devices.
+  init: Callable[[jax.sharding.Mesh | None], tuple[Any, ...]] | None = None
 
 
 def shapes(tree: PyTree, mesh: jax.sharding.Mesh | None = None) -> PyTree:
@@ -378,5 +382,17 @@ def train_program(name: str, init_fn: InitFn, step_fn: StepFn, *,
   fn = chunk_fn(step_fn, chunk_size, mesh, unroll=unroll)
   if params is None:
     params = count_params(states) // num_seeds
+  abstract = lambda t: any(isinstance(x, jax.ShapeDtypeStruct)
+                          for x in jax.tree.leaves(t))
+
+  def init(m):
+    states = init_states(init_fn, seed_keys(0, num_seeds), m, init_args)
+    if data is None:
+      return states, jnp.int32(0)
+    values = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
+                          shapes(data)) if abstract(data) else data
+    return states, jnp.int32(0), distributed.put_data(m, values)
+
   return Program(name, fn, args, calls=-(-num_steps // chunk_size),
-                 steps=chunk_size, params=params, batch_axis=batch_axis)
+                 steps=chunk_size, params=params, batch_axis=batch_axis,
+                 init=None if abstract(init_args) else init)
