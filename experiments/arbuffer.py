@@ -44,6 +44,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.core import timing
 from iclrjax.neural_process import arbuffer as ab
 
@@ -71,8 +72,8 @@ def training_batch(key: jax.Array, c: ml_collections.ConfigDict) -> ab.Batch:
   kt, kn = jax.random.split(key)
   x, y, _, _ = ab.gp_tasks(kt, prior(c), c.train.batch_size,
                            nc + K + d.num_target)
-  n_ctx = jax.random.randint(kn, (c.train.batch_size, 1), d.context_min,
-                             d.context_max + 1)
+  n_ctx = distributed.shard_batch(jax.random.randint(
+      kn, (c.train.batch_size, 1), d.context_min, d.context_max + 1))
   return ab.Batch(xc=x[:, :nc], yc=y[:, :nc],
                   context_valid=jnp.arange(nc)[None] < n_ctx,
                   xb=x[:, nc:nc + K], yb=y[:, nc:nc + K],
@@ -538,6 +539,59 @@ def check_config(c: ml_collections.ConfigDict) -> None:
   cfg_lib.check(0 < d.lengthscale[0] <= d.lengthscale[1], 'data.lengthscale',
                 tuple(d.lengthscale), '(lo, hi) with 0 < lo <= hi')
 
+
+def programs(c: ml_collections.ConfigDict, sharded: bool = False
+             ) -> list[loop.Program]:
+  """The training chunk, the per-seed scoring, the GP oracle and the three
+  timed samplers at the config's shapes (`benchmarks/paper_variants.py`)."""
+  cfg = model_config(c)
+  init, step = make_training(c)
+  S = c.num_seeds
+  n_sets = len(c.eval.context_sizes) + len(c.eval.diabetes_context_sizes)
+  f32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)
+  key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+  params = jax.eval_shape(lambda k: ab.init(k, cfg), key)
+  n = int(sum(np.prod(a.shape) for a in jax.tree.leaves(params)))
+  T, pad, nt = c.eval.num_tasks, eval_pad(c), c.eval.num_target
+  tasks = EvalTasks(f32(T, pad, 1), f32(T, pad),
+                    jax.ShapeDtypeStruct((T, pad), jnp.bool_), f32(T, nt, 1),
+                    f32(T, nt), f32(T), f32(T))
+  s = c.speed
+  speed = (params, key, f32(1, s.num_context, 1), f32(1, s.num_context),
+           f32(1, s.num_target, 1))
+  samplers = {
+      'buffer': lambda p, k, xc, yc, xt: ab.sample(
+          p, cfg, k, xc, yc, xt, s.num_samples),
+      'reencode': lambda p, k, xc, yc, xt: ab.grown_sample(
+          p, cfg, k, xc, yc, xt, s.num_samples, bucket=s.bucket),
+      'nocache': lambda p, k, xc, yc, xt: ab.grown_sample(
+          p, cfg, k, xc, yc, xt, s.num_samples, bucket=s.bucket,
+          as_buffer=True)}
+  return [
+      loop.train_program('train', init, step, num_seeds=S,
+                         num_steps=c.train.num_steps,
+                         chunk_size=min(c.train.chunk_size, c.train.num_steps),
+                         sharded=sharded),
+      loop.Program('eval/scores', jax.jit(lambda p, t: _scores(cfg, p, t)),
+                   (params, tasks), calls=S * n_sets, params=n,
+                   note='per seed and context size (GP and diabetes); the '
+                   'eager task draws, the permutation check (3 passes) and '
+                   'the sample plot are left out'),
+      loop.Program('eval/gp_oracle', _gp_scores, (tasks,), calls=n_sets,
+                   note='diabetes ML-II grid search: host numpy'),
+  ] + [loop.Program(f'eval/sample_{name}', jax.jit(f), speed,
+                    calls=s.repeats + 1, params=n,
+                    note='one task, seed 0; the FLOP count lowers only')
+       for name, f in samplers.items()]
+
+
+PAPER_SCALE = (
+    'The released AR-nanoTabPFN trainer of arXiv 2510.09477 '
+    '(ar_tabpfn/configs/train_tabular_online.yaml): a 12-layer TNP, '
+    'd_model 128, d_ff 256, 4 heads, buffer K = 32, 20 mixture components, '
+    'tasks of N_c = 64 context and N_t = 512 targets, batch 64, 20k AdamW '
+    'steps (lr 1e-3, bf16 AMP); the paper\'s per-task training sizes were '
+    'not extracted.')
 
 _POS = cfg_lib.Float(min=0.0, min_inclusive=False)
 

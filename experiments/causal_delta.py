@@ -37,6 +37,7 @@ from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.representation import causal_delta as cd
 from iclrjax.representation import triplets
 
@@ -301,6 +302,42 @@ def check_config(c: ml_collections.ConfigDict) -> None:
   cfg_lib.check(c.data.size >= 12, 'data.size', c.data.size,
                 '>= 12 (an 8 x 8 digit moved by up to 2 px inside a margin)')
 
+
+def programs(c: ml_collections.ConfigDict, sharded: bool = False
+             ) -> list[loop.Program]:
+  """Per model: its training chunk and its evaluation (id and ood splits,
+  trained and untrained) at the config's shapes
+  (`benchmarks/paper_variants.py`)."""
+  d, S = c.data, c.num_seeds
+  img = lambda n: jax.ShapeDtypeStruct((n, d.size, d.size), jnp.float32)
+  act = lambda n: jax.ShapeDtypeStruct((n,), jnp.int32)
+  train_data = (img(d.num_train), img(d.num_train), act(d.num_train))
+  keys = jax.ShapeDtypeStruct((S, 2), jnp.uint32)
+  out = []
+  for model in c.models:
+    cfg = model_config(c, model)
+    init, step = make_training(c, cfg)
+    prog = loop.train_program(
+        f'train/{model}', init, step, num_seeds=S,
+        num_steps=c.train.num_steps,
+        chunk_size=min(c.train.chunk_size, c.train.num_steps),
+        data=train_data, sharded=sharded)
+    params = jax.eval_shape(jax.vmap(lambda k, cfg=cfg: cd.init(k, cfg)), keys)
+    out += [prog, loop.Program(
+        f'eval/{model}',
+        jax.jit(lambda p, x0, x1, a, cfg=cfg: _evaluate(cfg, p, x0, x1, a)),
+        (params, img(d.num_test), img(d.num_test), act(d.num_test)),
+        calls=4, params=prog.params,
+        note='id and ood, trained and untrained; the pairs are built on the '
+        'host (numpy)')]
+  return out
+
+
+PAPER_SCALE = (
+    'arXiv 2508.04492 classifies actions from the deltas of a ViT '
+    'encoder\'s embeddings on Causal Triplet (ProcTHOR and Epic-Kitchens '
+    'image pairs); its encoder size, data and step counts were not '
+    'extracted (that benchmark is out of scope here).')
 
 _POS = cfg_lib.Float(min=0.0, min_inclusive=False)
 _UNIT = cfg_lib.Float(min=0.0, max=1.0)

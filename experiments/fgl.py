@@ -27,6 +27,7 @@ filtering against n + m (the dense definition as control).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from typing import Any, NamedTuple
@@ -42,6 +43,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.core import timing
 from iclrjax.graph import data as gdata
 from iclrjax.graph import fgl
@@ -324,6 +326,81 @@ def cost(c) -> dict[str, Any]:
   return {'sizes': sizes, 'seconds': times, 'slope': slope(sizes, times),
           'dense_sizes': dsizes, 'dense_seconds': dtimes,
           'dense_slope': slope(dsizes, dtimes), 'sampler': f.sampler}
+
+
+# -- compiled programs (benchmarks/paper_variants.py) -------------------------
+
+
+def graph_shapes(c, tag: str) -> tuple[dict[str, jax.ShapeDtypeStruct], int]:
+  """The shapes of `stack(graphs(c, tag))` ([S, ...], as `train` passes
+  them) and the number of classes, without building a graph."""
+  d = c.data
+  if tag == 'karate':
+    n, dim, m, C = gdata.KARATE_SHAPE
+  elif tag in gdata.PLANETOID:
+    n, dim, m, C = gdata.PLANETOID_SHAPES[tag]
+  else:
+    n, dim, C = d.num_nodes, d.dim, d.num_classes
+    m = int(round(n * d.avg_degree / 2))
+  sds = lambda dtype, *shape: jax.ShapeDtypeStruct((c.num_seeds,) + shape,
+                                                   dtype)
+  mask = sds(jnp.bool_, n)
+  return ({'x': sds(jnp.float32, n, dim), 'y': sds(jnp.int32, n),
+           'edges': sds(jnp.int32, m, 2), 'train': mask, 'val': mask,
+           'test': mask}, C)
+
+
+def programs(c: ml_collections.ConfigDict, sharded: bool = False
+             ) -> list[loop.Program]:
+  """Per graph (the CSBM settings share one shape): the MLP, GCN and FGL
+  training chunks (all FGL phases of a setting have one shape), and the
+  filter the cost claim times."""
+  S, K = c.num_seeds, c.forest.num_trees
+  count: dict[str, int] = {}
+  for tag in settings(c):
+    name = tag if tag == 'karate' or tag in gdata.PLANETOID else 'csbm'
+    count[name] = count.get(name, 0) + 1
+  fgl_phases = len(TREES) - 1 + c.forest.rounds
+  out = []
+  for name, settings_n in count.items():
+    tag = name if name != 'csbm' else settings(c)[0]
+    data, C = graph_shapes(c, tag)
+    n = data['y'].shape[1]
+    forest = {'parent': jax.ShapeDtypeStruct((S, K, n), jnp.int32),
+              'order': jax.ShapeDtypeStruct((S, K, n), jnp.int32),
+              'h': jax.ShapeDtypeStruct((S, K, n), jnp.float32)}
+    for kind in ('mlp', 'gcn', 'fgl'):
+      init, step = make_training(c, kind, C)
+      phases = settings_n * (fgl_phases if kind == 'fgl' else 1)
+      p = loop.train_program(
+          f'train/{name}/{kind}', init, step, num_seeds=S,
+          num_steps=c.train.num_steps,
+          chunk_size=min(c.train.chunk_size, c.train.num_steps),
+          init_args={**data, **forest} if kind == 'fgl' else data,
+          sharded=sharded, batch_axis=kind == 'fgl')
+      out.append(dataclasses.replace(
+          p, name=p.name + (f' x{phases}' if phases > 1 else ''),
+          calls=p.calls * phases,
+          note=('K trees split over data; forests sampled on the host '
+                '(Kruskal / Wilson) between phases' if kind == 'fgl' else
+                'full batch on one graph: nothing to split')))
+  for n in c.eval.cost_sizes:
+    i32 = jax.ShapeDtypeStruct((n,), jnp.int32)
+    out.append(loop.Program(
+        f'eval/cost_filter_n{n}', jax.jit(fgl.normalized_filter),
+        (i32, i32, jax.ShapeDtypeStruct((n,), jnp.float32),
+         jax.ShapeDtypeStruct((n, 16), jnp.float32)), calls=4,
+        note='tree sampling, the dense path products and the float64 DP '
+        'check are host work'))
+  return out
+
+
+PAPER_SCALE = (
+    'FGL (ICLR 2026, OpenReview 5asbtzIVpS) evaluates on semi-supervised '
+    'node-classification benchmarks; its datasets, forest sizes, steps and '
+    'seeds were not extracted (the paper variant assumes Planetoid Cora '
+    'with its public split, K = 16 trees, 3 estimator rounds, 200 '
+    'full-batch steps, 10 seeds).')
 
 
 # -- run ----------------------------------------------------------------------

@@ -30,6 +30,7 @@ their controls, an accuracy plot and the training curves.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, NamedTuple
 
@@ -43,11 +44,13 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.multimodal import fusion
 
 MODELS = ('lf', 'if', 'iid', 'if_reseed', 'single_a')
 CONTROL_MODELS = ('lf', 'if')
 _MAP_WIDTH = 32            # hidden width of the XOR modalities' random maps
+_DIGITS = 1797             # images in scikit-learn's digits
 
 
 # -- data ---------------------------------------------------------------------
@@ -196,12 +199,13 @@ def make_training(c: ml_collections.ConfigDict, group: dict[str, tuple]):
 
   def step(state, t):
     k = jax.random.fold_in(state.key, t + 3)
+    data = distributed.shard_batch(state.data)   # full batch: N over 'data'
     params, opt_state, metrics = {}, {}, {}
     for task, kind in names:
       name = f'{task}/{kind}'
       grads, m = jax.grad(
           lambda p, task=task, kind=kind, name=name: loss_fn(
-              c, kind, models[name], p, state.data[task], k),
+              c, kind, models[name], p, data[task], k),
           has_aux=True)(state.params[name])
       updates, opt_state[name] = opt.update(grads, state.opt_state[name],
                                             state.params[name])
@@ -376,6 +380,52 @@ def check_config(c: ml_collections.ConfigDict) -> None:
   cfg_lib.check(c.num_seeds >= 2, 'num_seeds', c.num_seeds,
                 '>= 2 (the claims report confidence intervals over seeds)')
 
+
+def programs(c: ml_collections.ConfigDict, sharded: bool = False
+             ) -> list[loop.Program]:
+  """Each phase's training chunk (all its models in one step) and the test
+  accuracy of each model kind, at the config's shapes
+  (`benchmarks/paper_variants.py`)."""
+  S = c.num_seeds
+  f32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)
+  n_pool = _DIGITS - int(round(c.digits.test_fraction * _DIGITS))
+  pool = {'x': f32(S, n_pool, 64),   # per seed: init is vmapped with it
+          't': jax.ShapeDtypeStruct((S, n_pool), jnp.int32)}
+  out = []
+  for phase, group in groups(c).items():
+    init, step = make_training(c, group)
+    out.append(dataclasses.replace(loop.train_program(
+        f'train/{phase}', init, step, num_seeds=S,
+        num_steps=c.train.num_steps,
+        chunk_size=min(c.train.chunk_size, c.train.num_steps),
+        init_args=pool if phase == 'digits' else None, sharded=sharded),
+        note='params: every model of the phase (one step updates all)'))
+  key = jax.ShapeDtypeStruct((S, 2), jnp.uint32)
+  sets = {'xor': (c.xor.dim, c.xor.dim, c.xor.n_test),
+          'digits': (32, 32, c.digits.n_test)}
+  for data, (da, db, n) in sets.items():
+    test = Pairs(f32(n, da), f32(n, db), jax.ShapeDtypeStruct((n,), jnp.int32))
+    for kind in MODELS:
+      model = make_model(c, kind)
+      params = jax.eval_shape(jax.vmap(lambda k, model=model: model.init(
+          k, jnp.zeros((2, da)), jnp.zeros((2, db)))), key)
+      calls = (1 if data == 'digits' else len(c.xor.n_train) * sum(
+          kind in kinds for kinds in (MODELS, CONTROL_MODELS)))
+      out.append(loop.Program(
+          f'eval/{data}/{kind}',
+          jax.jit(lambda p, t, model=model, kind=kind: _accuracy(
+              model, kind, p, t)),
+          (params, test), calls=calls,
+          params=loop.count_params(params) // S))
+  return out
+
+
+PAPER_SCALE = (
+    'Li, Song, Zheng, Li (ICLR 2026, OpenReview 5bxmmuRhO6) evaluate IID on '
+    'vision-language classification, RGB-D scene recognition and '
+    'multimodal knowledge-graph link prediction; their models, data sizes '
+    'and training steps were not extracted (those tasks are not '
+    'reproduced here).')
 
 _POS = cfg_lib.Float(min=0.0, min_inclusive=False)
 _NONNEG = cfg_lib.Float(min=0.0)

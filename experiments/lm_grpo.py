@@ -16,6 +16,7 @@ Greedy exact-match is measured on one fixed held-out prompt set.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -28,6 +29,7 @@ import optax
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
+from iclrjax.core import loop
 from iclrjax.lm import grpo
 from iclrjax.lm import model as lm_model
 from iclrjax.lm import sample as lm_sample
@@ -86,11 +88,15 @@ def _grpo_optimizer(cfg):
   return optax.adam(cfg.grpo_learning_rate)
 
 
+def probe_batch(cfg) -> tasks.Batch:
+  """The SFT probe prompts (one fixed set), passed to the SFT step as data."""
+  return make_task(cfg)(jax.random.PRNGKey(EVAL_SEED + 1), cfg.probe_size)
+
+
 def make_sft(cfg):
+  """init(key), step(state, t, probe) with probe = `probe_batch(cfg)`."""
   model, task, opt = make_model(cfg), make_task(cfg), _sft_optimizer(cfg)
   sft_step = grpo.make_sft_step(model, opt)
-
-  probe = task(jax.random.PRNGKey(EVAL_SEED + 1), cfg.probe_size)
 
   def init(key):
     params = model.init(jax.random.fold_in(key, 0))
@@ -99,12 +105,12 @@ def make_sft(cfg):
                  jnp.zeros((), jnp.int32), jnp.zeros((), bool),
                  jnp.zeros(()))
 
-  def step(state, t):
+  def step(state, t, probe):
     """One SFT step, unless this seed's greedy probe accuracy has reached
     sft_target (then its parameters stay: GRPO starts from an intermediate
     checkpoint on every seed, not from a solved or a hopeless one). The
     probe runs every `probe_every` steps (a real branch: t is shared by the
-    seeds), after the update."""
+    seeds), after the update, its prompts split over 'data'."""
     tokens, mask = tasks.sft_sequences(
         task(jax.random.fold_in(state.key, t), cfg.sft_batch))
     new, metrics = sft_step(state.train, tokens, mask)
@@ -112,7 +118,8 @@ def make_sft(cfg):
                          state.train)
     acc = jax.lax.cond(
         (t + 1) % cfg.probe_every == 0,
-        lambda: _greedy_accuracy(model, train.params, probe),
+        lambda: _greedy_accuracy(model, train.params,
+                                 distributed.shard_batch(probe)),
         lambda: state.probe_accuracy)
     frozen = state.frozen | (acc >= cfg.sft_target)
     steps = state.sft_steps + (~state.frozen).astype(jnp.int32)
@@ -208,7 +215,7 @@ def run(r: launch.Run) -> launch.Result:
   cfg = r.config
   sft_init, sft_step = make_sft(cfg)
   sft = r.train(sft_init, sft_step, num_steps=cfg.sft_steps,
-                chunk_size=cfg.chunk_size, phase='sft',
+                chunk_size=cfg.chunk_size, phase='sft', data=probe_batch(cfg),
                 log_every=cfg.log_every, postfix_keys=('loss',))
   sft_params = sft.state.train.params
   acc = {'sft': eval_accuracy(cfg, sft_params)}
@@ -243,6 +250,44 @@ def check_config(cfg: ml_collections.ConfigDict) -> None:
   cfg_lib.check(cfg.num_generations >= 2, 'num_generations',
                 cfg.num_generations, 'a group needs >= 2 samples')
   make_model(cfg)   # raises on a bad model field, naming it
+
+
+PAPER_SCALE = (
+    'DeepSeekMath (arXiv 2402.03300, Sec. 4.2) trains DeepSeekMath-Instruct '
+    '7B with GRPO on ~144K chain-of-thought GSM8K/MATH questions: 64 samples '
+    'per question, batch 1024, max length 1024, policy lr 1e-6, KL weight '
+    '0.04, one update per exploration stage.')
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """SFT and GRPO chunks and the greedy evaluation at the config's shapes
+  (`benchmarks/paper_variants.py`); nothing is computed."""
+  S, model = cfg.num_seeds, make_model(cfg)
+  key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+  probe = jax.eval_shape(lambda: probe_batch(cfg))
+  params_S = jax.eval_shape(jax.vmap(model.init),
+                            jax.ShapeDtypeStruct((S, 2), jnp.uint32))
+  sft_init, sft_step = make_sft(cfg)
+  sft = loop.train_program(
+      'train/sft', sft_init, sft_step, num_seeds=S, num_steps=cfg.sft_steps,
+      chunk_size=cfg.chunk_size, data=probe, sharded=sharded)
+  sft = dataclasses.replace(sft, note=(
+      f'the greedy probe on {cfg.probe_size} prompts (a cond) is counted '
+      f'every step; it runs every {cfg.probe_every}'))
+  init, step = make_grpo(cfg)
+  rl = loop.train_program(
+      'train/grpo x2', init, step, num_seeds=S, num_steps=cfg.grpo_steps,
+      chunk_size=cfg.chunk_size, sharded=sharded,
+      init_args=(params_S, jax.ShapeDtypeStruct((S,), jnp.float32)))
+  rl = dataclasses.replace(rl, calls=2 * rl.calls,
+                           note='grpo and grpo_equal_rewards (a state flag)')
+  b = jax.eval_shape(lambda k: make_task(cfg)(k, cfg.eval_size), key)
+  ev = loop.Program(
+      'eval/greedy_accuracy',
+      jax.jit(lambda p, x, y: _eval_accuracy(model, p, x, y)),
+      (params_S, b.prompt_BxP, b.target_BxT), calls=3,
+      params=loop.count_params(params_S) // S)
+  return [sft, rl, ev]
 
 
 EXPERIMENT = launch.Experiment('lm_grpo', run, schema={

@@ -17,6 +17,7 @@ on the compressed input.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from typing import NamedTuple
@@ -31,6 +32,7 @@ import optax
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
+from iclrjax.core import loop
 from iclrjax.core import timing
 from iclrjax.lm import grpo
 from iclrjax.lm import marc
@@ -88,9 +90,11 @@ def make_inputs(cfg, key: jax.Array, n: int,
   full = jax.vmap(marc.full_tokens)(v) if 'full' in which else None
   vmr = (jax.vmap(lambda x: marc.vmr_tokens(x, rc))(v) if 'vmr' in which
          else None)
-  rand = (jax.vmap(lambda k, x: marc.random_tokens(
-      k, x, num_visual_tokens(cfg)))(jax.random.split(k_r, n), v)
-          if 'random' in which else None)
+  rand = None
+  if 'random' in which:   # per-video keys: split over 'data' in a step
+    keys = distributed.shard_batch(jax.random.split(k_r, n))
+    rand = jax.vmap(lambda k, x: marc.random_tokens(
+        k, x, num_visual_tokens(cfg)))(keys, v)
   return Inputs(full, vmr, rand, v.query_D, v.label)
 
 
@@ -211,16 +215,18 @@ def _vmr_stats(vc, rc, key):
           'segments': jnp.mean(seg.max(1) + 1)}
 
 
+def _forward(vlm, p, visual, query):
+  """The last position's logits of one forward pass on the prompt."""
+  prompt = vlm.prompt(p, visual, query)
+  return vlm.model.apply(p['lm'], None, embeds_BxLxD=prompt)[:, -1]
+
+
 def efficiency(cfg, params, ev: Inputs) -> dict[str, float]:
   """Tokens, XLA peak memory (arguments + outputs + temporaries of the
   compiled forward) and median latency of the teacher's forward on the full
   input vs the student's on the VMR input (the VMR itself not included)."""
   vlm, n = make_vlm(cfg), cfg.eval.latency_batch
-
-  def forward(p, visual, query):
-    prompt = vlm.prompt(p, visual, query)
-    return vlm.model.apply(p['lm'], None, embeds_BxLxD=prompt)[:, -1]
-
+  forward = functools.partial(_forward, vlm)
   calls = {'full': (forward, (params, ev.full[:n], ev.query[:n])),
            'compressed': (forward, (params, ev.vmr[:n], ev.query[:n]))}
   out = {'tokens_full': float(ev.full.shape[1] + 1),
@@ -408,6 +414,65 @@ def run(r: launch.Run) -> launch.Result:
       metrics={f'accuracy/{k}': v for k, v in acc.items()},
       claims=evaluate_claims(cfg, acc, vmr),
       extra={'vmr': vmr, 'efficiency': eff, 'rl_last_logged': last})
+
+
+PAPER_SCALE = (
+    'MARC (arXiv 2510.07915) trains a Qwen2.5-VL-3B student, initialised '
+    'from the 64-frame model, with C-GRPO (G = 8) on 5K samples of '
+    'Video-R1-260K, its input the VMR output of about one frame of visual '
+    'tokens instead of 64 frames; we did not find its step count or batch '
+    'size in the paper.')
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """The teacher, student SFT and (C-)GRPO chunks (arms that differ only in
+  a state flag share one program) and the evaluation at the config's shapes
+  (`benchmarks/paper_variants.py`); nothing is computed."""
+  S, vlm, e = cfg.num_seeds, make_vlm(cfg), cfg.eval
+  key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+  teacher_S = jax.eval_shape(jax.vmap(vlm.init),
+                             jax.ShapeDtypeStruct((S, 2), jnp.uint32))
+  student = (teacher_S, jax.ShapeDtypeStruct((S,), jnp.int32))  # + flag
+  chunk = functools.partial(loop.train_program, num_seeds=S,
+                            chunk_size=cfg.chunk_size, sharded=sharded)
+  t_init, t_step = make_teacher(cfg)
+  s_init, s_step = make_student_sft(cfg)
+  rl_init, rl_step = make_student_rl(cfg)
+  sft = chunk('train/student_sft x2', s_init, s_step,
+              num_steps=cfg.student.steps, init_args=student)
+  rl = chunk('train/student_rl x3', rl_init, rl_step,
+             num_steps=cfg.student.steps, init_args=student)
+  progs = [
+      chunk('train/teacher', t_init, t_step, num_steps=cfg.teacher.steps),
+      dataclasses.replace(sft, calls=2 * sft.calls,
+                          note='VMR and random-token inputs (a state flag)'),
+      dataclasses.replace(rl, calls=3 * rl.calls,
+                          note='grpo, cgrpo, cgrpo_ungated (a state flag)')]
+  ev = functools.partial(loop.Program, params=progs[0].params)
+  inputs = jax.jit(lambda k: make_inputs(cfg, k, e.size))
+  x = jax.eval_shape(inputs, key)
+  acc = jax.jit(lambda p, v, q, y: _accuracy(vlm, p, v, q, y))
+  teacher = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype),
+                         teacher_S)
+  forward = jax.jit(functools.partial(_forward, vlm))
+  n = e.latency_batch
+  head = lambda a: jax.ShapeDtypeStruct((n,) + a.shape[1:], a.dtype)
+  progs += [
+      ev('eval/inputs', inputs, (key,),
+         note='held-out videos, their VMR and random-token inputs'),
+      ev('eval/accuracy full', acc, (teacher_S, x.full, x.query, x.label)),
+      ev('eval/accuracy compressed x7', acc,
+         (teacher_S, x.vmr, x.query, x.label), calls=7,
+         note='untrained, SFT, RL arms on VMR tokens; random-token arms'),
+      ev('eval/vmr_stats', jax.jit(lambda k: _vmr_stats(
+          video_config(cfg), vmr_config(cfg), k)), (key,), params=0),
+      ev('eval/forward full', forward,
+         (teacher, head(x.full), head(x.query)),
+         calls=1 + e.latency_repeats, note='latency and peak memory'),
+      ev('eval/forward compressed', forward,
+         (teacher, head(x.vmr), head(x.query)),
+         calls=1 + e.latency_repeats, note='latency and peak memory')]
+  return progs
 
 
 def check_config(cfg: ml_collections.ConfigDict) -> None:

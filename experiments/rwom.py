@@ -24,6 +24,7 @@ seeds (the test drift v2, never used in training):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -84,21 +85,21 @@ class State(NamedTuple):
 
 
 def make_training(c: ml_collections.ConfigDict):
-  """init(key) -> State, step(state, t): one teacher-forced step on a fresh
-  batch (a function of (seed, t))."""
+  """init(key) -> State, step(state, t, apps): one teacher-forced step on a
+  fresh batch (a function of (seed, t)) from the training versions `apps` =
+  make_apps(c)[2] (passed as data)."""
   spec, model = make_spec(c), make_model(c)
   opt = optax.adam(c.train.learning_rate)
   sft_step = grpo.make_sft_step(model, opt)
   tr = c.train
-  bank = make_apps(c)[2]
 
   def init(key):
     params = model.init(jax.random.fold_in(key, 0))
     return State(grpo.init_state(params, opt), jax.random.fold_in(key, 1))
 
-  def step(state, t):
+  def step(state, t, apps):
     b = rwom.sample_batch(
-        spec, rwom.to_device(bank), jax.random.fold_in(state.key, t),
+        spec, apps, jax.random.fold_in(state.key, t),
         tr.batch, kind_probs=tuple(tr.kind_probs),
         off_path_prob=tr.off_path_prob, invalid_prob=tr.invalid_prob,
         follow_prob=tr.follow_prob, query_weight=tr.query_weight)
@@ -316,6 +317,7 @@ def run(r: launch.Run) -> launch.Result:
   res = r.train(init, step, num_steps=c.train.num_steps,
                 chunk_size=min(c.train.chunk_size, c.train.num_steps),
                 phase='world_model', log_every=c.log_every,
+                data=make_apps(c)[2],
                 postfix_keys=('loss',))
   params = jax.tree.map(jnp.asarray, distributed.to_host(
       res.state.train.params))
@@ -359,6 +361,62 @@ def run(r: launch.Run) -> launch.Result:
                    'changed_procedures': int(changed.sum()),
                    'collection_size': int(data.coll.goal_C.shape[0])}}
   return launch.Result(metrics=m, claims=evaluate_claims(c, m), extra=extra)
+
+
+PAPER_SCALE = (
+    'R-WoM (arXiv 2510.11892) trains nothing: it prompts frozen frontier '
+    'LLMs/VLMs (Claude-3.5 to 4.5, Qwen2.5-VL-72B) as policy, world model '
+    'and listwise reranker on an 87-task OSWorld subset and 113 WebArena '
+    'templates (top-5 retrieved tutorial chunks, rollouts of about 3 steps, '
+    '3 candidates).')
+
+
+def app_shapes(spec: rwom.Spec, *lead: int) -> rwom.App:
+  """Shapes of an `App` (stacked over `lead` versions); nothing is built."""
+  S, G, L = spec.num_states, spec.num_goals, spec.depth
+  i32 = lambda *shape: jax.ShapeDtypeStruct(lead + shape, jnp.int32)
+  return rwom.App(i32(S, spec.num_names), i32(S, spec.branching), i32(G, L),
+                  i32(G, L + 1), i32(G), i32(G))
+
+
+def programs(c, sharded: bool = False) -> list[loop_lib.Program]:
+  """The world model's training chunk and the evaluation (retrieval, the
+  agent at each horizon, the transition probes) at the config's shapes
+  (`benchmarks/paper_variants.py`); nothing is computed."""
+  S, N, spec, model = c.num_seeds, c.eval.num_tasks, make_spec(c), make_model(c)
+  i32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)
+  init, step = make_training(c)
+  train = loop_lib.train_program(
+      'train/world_model', init, step, num_seeds=S,
+      num_steps=c.train.num_steps,
+      chunk_size=min(c.train.chunk_size, c.train.num_steps),
+      data=app_shapes(spec, c.train.num_drifts + 1), sharded=sharded)
+  train = dataclasses.replace(train, note=(
+      'the app versions (v1 and its training drifts) are built on the host '
+      '(numpy), as are the tutorial collection and the tasks'))
+  params_S = jax.eval_shape(jax.vmap(model.init),
+                            jax.ShapeDtypeStruct((S, 2), jnp.uint32))
+  ev = functools.partial(loop_lib.Program,
+                         params=loop_lib.count_params(params_S) // S)
+  coll = rwom.Collection(
+      i32(spec.num_goals * c.app.tutorials_per_goal, spec.tutorial_len),
+      i32(spec.num_goals * c.app.tutorials_per_goal))
+  v2, key = app_shapes(spec), jax.ShapeDtypeStruct((2,), jnp.uint32)
+  agent_args = (params_S, v2, i32(N), i32(S, N, spec.tutorial_len), key,
+                i32())
+  H = max(c.eval.horizons)
+  progs = [train, ev('eval/retrieve x2',
+                     _retrieve_fn(model, spec, c.eval.top_k),
+                     (params_S, i32(N, 4), coll), calls=2,
+                     note='trained and untrained world models')]
+  for h in sorted(set(c.eval.horizons), reverse=True):
+    calls = len(ARMS) + (4 if h == H else 0)   # + absolute / random arms
+    progs.append(ev(f'eval/agent h={h}', _agent_fn(model, spec, h),
+                    agent_args, calls=calls))
+  progs.append(ev('eval/transition_probe', _probe_fn(model, spec),
+                  (params_S, v2, i32(spec.num_goals, spec.tutorial_len)),
+                  calls=4, note='v1, v2, v2 with oracle tutorials, untrained'))
+  return progs
 
 
 def check_config(c: ml_collections.ConfigDict) -> None:

@@ -49,6 +49,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.lm import grpo
 from iclrjax.lm import model as lm_model
 from iclrjax.lm import sample as lm_sample
@@ -134,14 +135,21 @@ def greedy(model, params, prompt_BxP, num_new):
                           max_new_tokens=num_new, greedy=True).tokens_NxT
 
 
+def probe_batch(c) -> tasks.Batch:
+  """The training probe's prompts (one fixed set), passed to the step as
+  data."""
+  return make_task(c)(jax.random.PRNGKey(EVAL_SEED + 1), c.train.probe_size)
+
+
 def make_train(c):
+  """init(key), step(state, t, probe) with probe = `probe_batch(c)`."""
   model, task = make_model(c), make_task(c)
   opt = optax.adamw(c.train.lr, weight_decay=c.train.weight_decay)
   sft_step = grpo.make_sft_step(model, opt)
   lay = layout(c)
-  probe = task(jax.random.PRNGKey(EVAL_SEED + 1), c.train.probe_size)
 
-  def probe_accuracy(params):
+  def probe_accuracy(params, probe):
+    probe = distributed.shard_batch(probe)   # its prompts split over 'data'
     out = greedy(model, params, probe.prompt_BxP, probe.target_BxT.shape[1])
     return segment_correct(out, probe.target_BxT, lay).mean()
 
@@ -150,7 +158,7 @@ def make_train(c):
     return State(grpo.init_state(params, opt), jax.random.fold_in(key, 1),
                  jnp.zeros((), jnp.int32), jnp.zeros((), bool), jnp.zeros(()))
 
-  def step(state, t):
+  def step(state, t, probe):
     """One teacher-forced step unless the probe froze this seed (its greedy
     per-segment accuracy reached train.target: the hallucinating model)."""
     tokens, mask = tasks.sft_sequences(
@@ -159,7 +167,7 @@ def make_train(c):
     train = jax.tree.map(lambda a, b: jnp.where(state.frozen, b, a), new,
                          state.train)
     acc = jax.lax.cond((t + 1) % c.train.probe_every == 0,
-                       lambda: probe_accuracy(train.params),
+                       lambda: probe_accuracy(train.params, probe),
                        lambda: state.probe)
     return state._replace(
         train=train, steps=state.steps + (~state.frozen),
@@ -367,6 +375,7 @@ def run(r: launch.Run) -> launch.Result:
   init, step = make_train(c)
   out = r.train(init, step, num_steps=c.train.num_steps,
                 chunk_size=c.train.chunk_size, phase='train',
+                data=probe_batch(c),
                 log_every=c.train.log_every, postfix_keys=('loss',))
   params = out.state.train.params
   steps = np.asarray(distributed.to_host(out.state.steps), float)
@@ -404,6 +413,50 @@ def check_config(c: ml_collections.ConfigDict) -> None:
   cfg_lib.check(k.num_rollout * k.step_beams >= 2,
                 'token_guard.num_rollout', k.num_rollout,
                 'step_beams x num_rollout >= 2 (a search needs candidates)')
+
+
+PAPER_SCALE = (
+    'Token-Guard (arXiv 2601.21969) trains nothing: its released code '
+    '(rhq945/Token-Guard) decodes with a frozen Meta-Llama-3.1-8B-Instruct '
+    'on seven hallucination QA sets (HaluEval, RAGTruth, FinanceBench, '
+    'PubMedQA, CovidQA, DROP History/NFL), a phi-decoding search of 4 step '
+    'beams x 10 rollouts per reasoning step.')
+
+
+def programs(c, sharded: bool = False) -> list[loop.Program]:
+  """The training chunk (the hallucinating LM) and the evaluation:
+  detection, the decoding baselines and the foresight search (one program
+  for Token-Guard and its two ablations, the config traced), at the
+  config's shapes (`benchmarks/paper_variants.py`); nothing is computed."""
+  S, model, lay, e = c.num_seeds, make_model(c), layout(c), c.eval
+  key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+  init, step = make_train(c)
+  train = loop.train_program(
+      'train', init, step, num_seeds=S, num_steps=c.train.num_steps,
+      chunk_size=c.train.chunk_size,
+      data=jax.eval_shape(lambda: probe_batch(c)), sharded=sharded)
+  train.note = (f'the greedy probe on {c.train.probe_size} prompts (a cond) '
+                f'is counted every step; it runs every {c.train.probe_every}')
+  params_S = jax.eval_shape(jax.vmap(model.init),
+                            jax.ShapeDtypeStruct((S, 2), jnp.uint32))
+  n = loop.count_params(params_S) // S
+  task = lambda size: jax.eval_shape(lambda k: make_task(c)(k, size), key)
+  det, dec = task(e.detect_prompts), task(e.decode_prompts)
+  cfg = jax.eval_shape(lambda: tg_config(c))   # traced: one search program
+  detect = jax.jit(lambda p, b, k, f: _detect(model, lay, p, b, k, f))
+  baselines = jax.jit(lambda p, x, y, k: _decode_baselines(
+      model, lay, e.best_of_n, p, x, y, k, e.temperature))
+  search = jax.jit(lambda p, x, k, f: _decode_search(model, lay, p, x, k, f))
+  return [
+      train,
+      loop.Program('eval/detect', detect, (params_S, det, key, cfg),
+                   params=n, note='AUROC on the host'),
+      loop.Program('eval/decode_baselines', baselines,
+                   (params_S, dec.prompt_BxP, dec.target_BxT, key),
+                   params=n),
+      loop.Program('eval/foresight_search x3', search,
+                   (params_S, dec.prompt_BxP, key, cfg), calls=3, params=n,
+                   note='phi-decoding, Token-Guard, without hidden terms')]
 
 
 _POS = cfg_lib.Float(min=0.0, min_inclusive=False)

@@ -585,6 +585,64 @@ def check_config(c: ml_collections.ConfigDict) -> None:
                 f'< train.num_steps = {c.train.num_steps}')
 
 
+# Lengths of statsmodels' bundled series (`load_real_series`).
+REAL_LENGTHS = {'sunspots': 309, 'co2': 2284, 'nile': 100}
+
+
+def num_windows(length: int, context: int, horizon: int, num: int) -> int:
+  """How many windows `real_windows` cuts from a series of `length`."""
+  T = context + horizon
+  if length < T:
+    return 1
+  return sum(length - i * horizon >= T for i in range(num))
+
+
+def programs(c: ml_collections.ConfigDict, sharded: bool = False
+             ) -> list[loop_lib.Program]:
+  """Per distinct model: its training chunk and its evaluation (every set
+  in one forward pass), at the config's shapes
+  (`benchmarks/paper_variants.py`)."""
+  m, e, S = c.model, c.eval, c.num_seeds
+  T = m.context + m.horizon
+  f32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)
+  n = e.num_synthetic
+  sets = EvalSets(
+      f32(len(e.period_edges) - 1, e.series_per_bin, T), f32(n, T), f32(n, T),
+      f32(n, m.context),
+      {name: f32(num_windows(REAL_LENGTHS[name], m.context, m.horizon,
+                             e.real_windows), T)
+       for name in e.real_series})
+  keys = jax.ShapeDtypeStruct((S, 2), jnp.uint32)
+  out, seen = [], set()
+  for name, fc in model_variants(c).items():
+    if fc in seen:   # identical variants (smoke) train once
+      continue
+    seen.add(fc)
+    init, step = make_train(c, fc)
+    prog = loop_lib.train_program(
+        f'train/{name}', init, step, num_seeds=S,
+        num_steps=c.train.num_steps,
+        chunk_size=min(c.train.chunk_size, c.train.num_steps),
+        sharded=sharded)
+    params = jax.eval_shape(jax.vmap(lambda k, init=init: init(k).params),
+                            keys)
+    out += [prog, loop_lib.Program(
+        f'eval/{name}',
+        jax.jit(lambda p, k, sets, fc=fc: make_eval(c, fc, sets)(p, k)),
+        (params, keys, sets), params=prog.params,
+        note='the real series are statsmodels\' (host, shapes only); the '
+        'geometry controls (two embedding passes) are left out')]
+  return out
+
+
+PAPER_SCALE = (
+    'arXiv 2510.19236 is a controlled study of the design knobs (patch size, '
+    'embedding, objective, normalisation) of TimesFM / Chronos-style '
+    'forecasters; its pre-training corpora, model sizes and steps were not '
+    'extracted, so the paper variant is our larger budget (4 layers, '
+    'd = 128, 20k steps of batch 256, 5 seeds per knob).')
+
+
 def preflight(c: ml_collections.ConfigDict) -> None:
   """statsmodels ships the real series; say so when it is missing."""
   import importlib.util  # pylint: disable=g-import-not-at-top

@@ -25,6 +25,8 @@ macro/micro mask, the causal mask). Then, on the host:
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
 from typing import Any, NamedTuple
 
@@ -357,6 +359,57 @@ def run(r: launch.Run) -> launch.Result:
   return launch.Result(metrics=metrics,
                        claims=evaluate_claims(c, acc, probe, pairs),
                        extra=extra)
+
+
+PAPER_SCALE = (
+    'Uni-CoT (arXiv 2508.05606) fine-tunes the 7B BAGEL-MoT unified '
+    'understanding/generation model on 31K multimodal samples (11K '
+    'macro-level, 20K micro-level; text cross-entropy plus flow-matching '
+    'image loss); we did not find its step count or batch size.')
+
+
+def programs(c, sharded: bool = False) -> list[loop_lib.Program]:
+  """The training chunk (both masks: one program, the mask a state flag),
+  the generation per evaluated layout and the gradient probe, at the
+  config's shapes (`benchmarks/paper_variants.py`); nothing is computed."""
+  S, T, G, model = c.num_seeds, c.task.steps, c.task.grid, make_model(c)
+  init, step = make_training(c)
+  train = loop_lib.train_program(
+      'train/sft x2', init, step, num_seeds=S, num_steps=c.train.num_steps,
+      chunk_size=min(c.train.chunk_size, c.train.num_steps),
+      init_args=np.zeros((S,), bool), sharded=sharded)   # host flags
+  progs = [dataclasses.replace(train, calls=2 * train.calls,
+                               note='unicot and long_chain (a state flag)')]
+  params_S = jax.eval_shape(jax.vmap(model.init),
+                            jax.ShapeDtypeStruct((S, 2), jnp.uint32))
+  ev = functools.partial(loop_lib.Program,
+                         params=loop_lib.count_params(params_S) // S)
+  sds = jax.ShapeDtypeStruct
+  scalar = lambda dt: sds((), dt)
+  # generate calls per layout: 3 at M short (both kinds, untrained), 3 at M
+  # long (both kinds, the causal-mask control), 3 self-check runs at M check.
+  e = c.eval
+  calls = collections.Counter(
+      [e.short_subgoals] * 3 + [e.long_subgoals] * 3 + [e.check_subgoals] * 3)
+  for M, n in sorted(calls.items()):
+    L = unicot.seq_len(M, T, G)
+    progs.append(ev(
+        f'eval/generate M={M}', _generate_fn(model, M, T, G),
+        (params_S, sds((L, L), bool), sds((e.size, L), jnp.int32),
+         sds((e.size, G), jnp.int32), sds((2,), jnp.uint32),
+         scalar(jnp.int32), scalar(bool), scalar(jnp.int32),
+         scalar(jnp.float32), scalar(jnp.float32)), calls=n,
+        note='the self-check rounds are a while loop (counted once)'))
+  L = unicot.seq_len(e.short_subgoals, max(T, 3), G)
+  params = jax.tree.map(lambda a: sds(a.shape[1:], a.dtype), params_S)
+  probe = jax.jit(lambda p, x, m, r, d: unicot.embedding_gradients(
+      model, p, x, m, r, d))
+  progs.append(ev(
+      'eval/gradient_probe', probe,
+      (params, sds((L,), jnp.int32), sds((L, L), bool), scalar(jnp.int32),
+       sds((model.cfg.vocab_size,), jnp.float32)), calls=6,
+      note='4 under jit, 2 more eagerly'))
+  return progs
 
 
 def check_config(c: ml_collections.ConfigDict) -> None:

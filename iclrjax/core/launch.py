@@ -120,6 +120,7 @@ class Run:
   quiet: bool = False
   # phase -> how its batch used the data axis (`distributed.split_record`)
   splits: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+  _traced: dict[int, list[int]] = dataclasses.field(default_factory=dict)
   _phase_ckpts: dict[str, ckpt_lib.Checkpointer] = dataclasses.field(
       default_factory=dict)
 
@@ -154,6 +155,10 @@ class Run:
           num_steps=num_steps, chunk_size=chunk_size, mesh=mesh,
           writer=self.writer, checkpointer=self.phase_checkpointer(phase),
           phase=phase, **kwargs)
+    # A step traced before (an earlier phase with the same step_fn) hits
+    # JAX's trace cache and marks nothing this time: its record stands.
+    sizes = sizes or self._traced.get(id(step_fn), [])
+    self._traced.setdefault(id(step_fn), list(sizes))
     record = distributed.split_record(sizes, mesh)
     if out.resumed_from is not None and out.resumed_from >= num_steps:
       record['how'] = 'restored finished (not traced in this process)'

@@ -96,6 +96,12 @@ def karate(rng: np.random.Generator, train_per_class: int) -> NodeGraph:
 
 
 PLANETOID = ('cora', 'citeseer', 'pubmed')
+# (nodes, features, undirected edges, classes) that `planetoid` returns: the
+# shapes without the files (PyG's Planetoid counts).
+PLANETOID_SHAPES = {'cora': (2708, 1433, 5278, 7),
+                    'citeseer': (3327, 3703, 4552, 6),
+                    'pubmed': (19717, 500, 44324, 3)}
+KARATE_SHAPE = (34, 34, 78, 2)   # the same for `karate`
 _PARTS = ('x', 'y', 'tx', 'ty', 'allx', 'ally', 'graph', 'test.index')
 
 

@@ -43,6 +43,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclrjax.core import distributed
+
 # -- tree samplers (host code: sequential algorithms) ------------------------
 
 
@@ -320,7 +322,10 @@ class FGL(nn.Module):
                                       - dist)
       return normalized_filter(parent, order, a, z)
 
-    agg = jnp.mean(jax.vmap(one)(forest.parent, forest.order, h), 0)
+    # the K trees are the batch: split over 'data' in a training step
+    parent, order, h = distributed.shard_batch((forest.parent, forest.order,
+                                                h))
+    agg = jnp.mean(jax.vmap(one)(parent, order, h), 0)
     return nn.Dense(self.num_classes)(jnp.concatenate([z, agg], -1))
 
 

@@ -56,6 +56,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from iclrjax.core import distributed
 from iclrjax.lm import grpo
 from iclrjax.lm import model as lm_model
 from iclrjax.lm import sample as lm_sample
@@ -168,7 +169,10 @@ def make_video(key: jax.Array, cfg: VideoConfig) -> Video:
 
 
 def make_videos(key: jax.Array, cfg: VideoConfig, n: int) -> Video:
-  return jax.vmap(lambda k: make_video(k, cfg))(jax.random.split(key, n))
+  """n videos; inside a training step on a mesh their keys (and so the
+  videos) split over 'data' (`distributed.shard_batch`)."""
+  keys = distributed.shard_batch(jax.random.split(key, n))
+  return jax.vmap(lambda k: make_video(k, cfg))(keys)
 
 
 # --------------------------------------------------------------------------
@@ -476,7 +480,7 @@ def make_cgrpo_step(vlm: VisualLM, optimizer, cfg: CGRPOConfig):
         correct, fmt, rc, format_weight=cfg.format_weight, mode=0))).max()
     comp_n = jnp.repeat(comp, G, 0)
     query_n = jnp.repeat(query, G, 0)
-    toks, mask = s.tokens_NxT, s.mask_NxT
+    toks, mask = distributed.shard_batch((s.tokens_NxT, s.mask_NxT))
 
     def logp(p):
       return vlm.answer_logprobs(p, vlm.prompt(p, comp_n, query_n), toks,

@@ -66,6 +66,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclrjax.core import distributed
 from iclrjax.lm import model as lm_model
 from iclrjax.lm import sample as lm_sample
 
@@ -437,9 +438,11 @@ def sample_example(spec: Spec, apps: App, key, *, kind_probs, off_path_prob,
 
 
 def sample_batch(spec: Spec, apps: App, key, batch: int, **kw) -> Batch:
+  """`batch` examples; inside a training step on a mesh their keys (and so
+  the examples) split over 'data' (`distributed.shard_batch`)."""
+  keys = distributed.shard_batch(jax.random.split(key, batch))
   toks, w, kind = jax.vmap(
-      lambda k: sample_example(spec, apps, k, **kw))(
-          jax.random.split(key, batch))
+      lambda k: sample_example(spec, apps, k, **kw))(keys)
   return Batch(toks, w, kind)
 
 

@@ -75,6 +75,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from iclrjax.core import distributed
 from iclrjax.lm import model as lm_model
 
 TARGET, CONTEXT, BUFFER = 0, 1, 2   # marker ids (the reference's order)
@@ -546,7 +547,10 @@ class GPPrior(NamedTuple):
 
 def gp_tasks(key: jax.Array, prior: GPPrior, num_tasks: int, num_points: int,
              x_dim: int = 1):
-  """Function draws: x [T, N, d], y [T, N], lengthscale [T], noise [T]."""
+  """Function draws: x [T, N, d], y [T, N], lengthscale [T], noise [T].
+
+  The T tasks are the batch (`distributed.shard_batch`: split over 'data'
+  inside a training step, the identity elsewhere)."""
   from iclrjax.kernels import base as kernels   # pylint: disable=g-import-not-at-top
   kx, kl, ks, kf = jax.random.split(key, 4)
   x = jax.random.uniform(kx, (num_tasks, num_points, x_dim),
@@ -555,6 +559,7 @@ def gp_tasks(key: jax.Array, prior: GPPrior, num_tasks: int, num_points: int,
                           maxval=prior.lengthscale[1])
   lo, hi = jnp.log(prior.noise[0]), jnp.log(prior.noise[1])
   noise = jnp.exp(jax.random.uniform(ks, (num_tasks,), minval=lo, maxval=hi))
+  x, ls, noise = distributed.shard_batch((x, ls, noise))
 
   def draw(k, xi, l, s):
     K = kernels.rbf(xi, xi, lengthscale=l) + s**2 * jnp.eye(num_points)

@@ -51,6 +51,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from iclrjax.core import distributed
 from iclrjax.lm import model as lm_model
 
 NORMS = ('zscore', 'meanabs')
@@ -199,13 +200,14 @@ def training_batch(key: jax.Array, batch: int, length: int, horizon: int,
   only), each replaced by a jump series (context length - horizon) with
   probability jump_prob."""
   k_s, k_j, k_m = jax.random.split(key, 3)
+  # the series' keys carry the batch (split over 'data' in a training step)
+  ks_s, ks_j, is_jump = distributed.shard_batch((
+      jax.random.split(k_s, batch), jax.random.split(k_j, batch),
+      jax.random.bernoulli(k_m, c.jump_prob, (batch, 1))))
   synth = jax.vmap(lambda k: synthetic_series(k, length, c,
-                                              length - horizon))(
-      jax.random.split(k_s, batch))
+                                              length - horizon))(ks_s)
   jumps, _ = jax.vmap(lambda k: jump_series(
-      k, length - horizon, horizon, c.jump_size, c.jump_noise))(
-          jax.random.split(k_j, batch))
-  is_jump = jax.random.bernoulli(k_m, c.jump_prob, (batch, 1))
+      k, length - horizon, horizon, c.jump_size, c.jump_noise))(ks_j)
   return jnp.where(is_jump, jumps, synth)
 
 
