@@ -18,8 +18,8 @@ Variants:
            greedy's forward passes) and Token-Guard without the
            hidden-state terms.
   paper    the reference's scale for a GPU/TPU: a 16-layer D=1024 decoder,
-           32 bindings of 4-digit values behind shuffled keys, 5 queried
-           keys, the reference's search (step_beams 4 x num_rollout 10).
+           26 bindings (every letter) of 4-digit values behind shuffled
+           keys, 5 queried keys, the reference's search (step_beams 4 x num_rollout 10).
 
 Token-Guard's constants are the reference's `TokenGuardConfig` (lam 0.6,
 tau_token 0.4, alpha/beta/gamma 0.5/0.3/0.2, tau_seg 0.55/0.75, tau_global
@@ -80,8 +80,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    probe_every=3, probe_size=16)
     c.eval.update(detect_prompts=8, decode_prompts=4, best_of_n=2)
   elif variant == 'paper':
-    c.task.update(num_pairs=32, num_queries=5, value_len=4,
-                  shuffle_keys=True)
+    c.task.update(num_pairs=26, num_queries=5, value_len=4,
+                  shuffle_keys=True)   # every letter a key (26 at most)
     c.model = ml_collections.ConfigDict(dict(
         d_model=1024, num_heads=16, num_layers=16, d_ff=4096, max_len=256,
         positions='rope', mlp='swiglu', dtype='bfloat16'))

@@ -401,8 +401,8 @@ def check_config(c: ml_collections.ConfigDict) -> None:
   cfg_lib.check(t.num_queries <= t.num_pairs, 'task.num_queries',
                 t.num_queries, f'<= task.num_pairs = {t.num_pairs} (distinct '
                 'query keys)')
-  cfg_lib.check(t.shuffle_keys or t.num_pairs <= 26, 'task.num_pairs',
-                t.num_pairs, '<= 26 letters')
+  cfg_lib.check(t.num_pairs <= 26, 'task.num_pairs', t.num_pairs,
+                '<= 26 (the keys are distinct letters)')
   L = layout(c).length
   cfg_lib.check(L <= m.max_len, 'model.max_len', m.max_len,
                 f'must hold prompt + answer ({L} tokens): raise it')
