@@ -30,6 +30,7 @@ Sec. 4), each with a control (see `evaluate_claims`).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from absl import logging
@@ -41,6 +42,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.diffusion import dit as dit_lib
 from iclrjax.diffusion import features
 from iclrjax.diffusion import flow
@@ -175,13 +177,26 @@ def _scorer(feat, clf, data_stats, labels):
   return score
 
 
-def _train_case(r, cfg, case, model, train_x, train_y):
+def _model(cfg, case) -> dit_lib.DiT:
+  return dit_lib.DiT(patch=cfg.patch, width=cfg.width, depth=cfg.depth,
+                     heads=cfg.heads,
+                     num_classes=NUM_CLASSES if CASES[case][2] else 0)
+
+
+def _trainer(cfg, case, model, train_x, train_y):
+  """(init, step, data) of a case's DiT (`flow.make_trainer`; arrays or
+  their shapes)."""
   objective, _, conditional = CASES[case]
   data = (train_x, train_y) if conditional else train_x
   tc = dict(batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
             ema_decay=cfg.ema_decay, objective=objective,
             label_dropout=cfg.label_dropout)
   init, step = flow.make_trainer(model, data, tc)
+  return init, step, data
+
+
+def _train_case(r, cfg, case, model, train_x, train_y):
+  init, step, data = _trainer(cfg, case, model, train_x, train_y)
   return r.train(init, step, num_steps=cfg.train_steps, data=data,
                  chunk_size=min(cfg.steps_per_chunk, cfg.train_steps),
                  phase=case, log_every=cfg.log_every, postfix_keys=('loss',))
@@ -203,9 +218,7 @@ def run(r):
   samples = {}
   for case in cfg.cases:
     objective, sampler, conditional = CASES[case]
-    model = dit_lib.DiT(patch=cfg.patch, width=cfg.width, depth=cfg.depth,
-                        heads=cfg.heads,
-                        num_classes=NUM_CLASSES if conditional else 0)
+    model = _model(cfg, case)
     out = _train_case(r, cfg, case, model, train_x, train_y)
     labels = labels_all if conditional else None
     guidance = float(cfg.guidance) if conditional else 1.0
@@ -456,6 +469,93 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
             'the schedule-only placement',
             f'{get(f"sched_psnr_ref/{key}"):.1f} dB', False)))
   return claims
+
+
+PAPER_SCALE = (
+    'Training-free: arXiv 2509.13789 (Sec. 4) caches pretrained video DiTs '
+    '(Open-Sora, Open-Sora-Plan, Latte, Wan 2.1, HunyuanVideo; 1-13B '
+    'parameters) at their default sampling steps on one A800 and trains '
+    'nothing; the DiT-S/2 trained here on CIFAR-10 (100k steps, batch 128) '
+    'is our stand-in.')
+
+
+# CIFAR-10's training split (`load_data` reads it; `programs` only needs it).
+CIFAR10_NUM_TRAIN = 50_000
+
+
+def data_shapes(c) -> tuple[jax.ShapeDtypeStruct, jax.ShapeDtypeStruct]:
+  """Shapes of `load_data`'s (train images, train labels), from the
+  dataset's known sizes (nothing is read)."""
+  n = (data_lib.DIGITS_NUM_TRAIN if c.dataset == 'digits'
+       else CIFAR10_NUM_TRAIN)
+  size = IMAGE_SIZE[c.dataset]
+  hwc = (size, size, 1 if c.dataset == 'digits' else 3)
+  return (jax.ShapeDtypeStruct((n, *hwc), jnp.float32),
+          jax.ShapeDtypeStruct((n,), jnp.int32))
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """Per case: the training chunk and the samplers the sweep calls, per
+  seed (`benchmarks/paper_variants.py`)."""
+  train_x, train_y = data_shapes(cfg)
+  S = cfg.num_seeds
+  noise = jax.ShapeDtypeStruct((cfg.num_samples, *train_x.shape[1:]),
+                               jnp.float32)
+  scalar = lambda dt: jax.ShapeDtypeStruct((), dt)
+  progs = []
+  for case in cfg.cases:
+    _, sampler, conditional = CASES[case]
+    model = _model(cfg, case)
+    init, step, data = _trainer(cfg, case, model, train_x, train_y)
+    progs.append(loop.train_program(
+        f'train/{case}', init, step, num_seeds=S,
+        num_steps=cfg.train_steps,
+        chunk_size=min(cfg.steps_per_chunk, cfg.train_steps), data=data,
+        sharded=sharded))
+    evals = functools.partial(loop.Program, params=progs[-1].params)
+    ema = jax.eval_shape(init, jax.ShapeDtypeStruct((2,), jnp.uint32)).ema
+    labels = (jax.ShapeDtypeStruct((cfg.num_samples,), jnp.int32)
+              if conditional else None)
+    g = float(cfg.guidance) if conditional else 1.0
+    base = (ema, noise, labels)
+
+    def reference(n, model=model, sampler=sampler, g=g):
+      return jax.jit(lambda p, x, y: converged_reference(
+          model, p, x, n, sampler=sampler, labels=y, guidance=g))
+
+    n_ref = _reference_steps(cfg, sampler)
+    solver = 'Heun' if sampler == 'euler' else 'DDIM'
+    progs += [
+        evals(f'eval/{case} reference ({solver} {n_ref})',
+                     reference(n_ref), base, calls=2 * S),
+        evals(f'eval/{case} reference ({solver} {n_ref // 2})',
+                     reference(n_ref // 2), base, calls=S,
+                     note='the convergence check of the reference')]
+    for T in cfg.num_steps:
+      n_r = len({reuse_steps(f, T) for f in cfg.reuse_fractions})
+      head = T == cfg.headline_steps
+      uncached = make_sampler(model, T, sampler=sampler, cache=False)
+      cached = make_sampler(model, T, sampler=sampler)
+      progs += [
+          evals(
+              f'eval/{case} uncached T={T}',
+              jax.jit(lambda p, x, y, f=uncached, g=g: f(p, x, 0.0, 0, y, g)),
+              base, calls=S * (2 + (1 + cfg.timing_repeats if head else 0)),
+              note=('+ per sweep row the uniform sampler at <= T steps '
+                    '(2 calls per distinct step count), and 3 samplers on '
+                    '16 noises at the headline T; FD features and the '
+                    'digits classifier (small jits) not listed')),
+          evals(
+              f'eval/{case} BWCache T={T}',
+              jax.jit(lambda p, x, y, d, R, f=cached, g=g: f(p, x, d, R, y,
+                                                             g)),
+              base + (scalar(jnp.float32), scalar(jnp.int32)),
+              calls=S * (3 * n_r * len(cfg.deltas)
+                         + (2 + cfg.timing_repeats if head else 0)),
+              note=('the lax.cond of a skipped step counts as computed; '
+                    'the schedule-only control (max_triggers given) is a '
+                    'second compile of the same cost, counted here'))]
+  return progs
 
 
 EXPERIMENT = launch.Experiment('bwcache', run, schema=config_schema(),

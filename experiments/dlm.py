@@ -26,6 +26,7 @@ Two parts, and which statements are whose:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -39,6 +40,7 @@ import numpy as np
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.diffusion import dlm
 from iclrjax.diffusion import dlm_learned as dl
 
@@ -127,8 +129,7 @@ def evaluate(language: str, cfg, logits_fn_of: Callable, params: Any,
   leading seed axis; `logits_fn_of(p)` -> logits_fn."""
   V = dl.vocab_size(language)
   support = dl.language_strings(language, cfg.exactk_k)
-  draw = jax.jit(jax.vmap(lambda p, k, a: dl.sample_arrays(
-      logits_fn_of(p), k, cfg.num_samples, V, a).x, in_axes=(0, 0, None)))
+  draw = draw_fn(cfg, V, logits_fn_of)
   out = {}
   for K in cfg.num_steps:
     smp = samplers_of(cfg, K)
@@ -145,15 +146,26 @@ def evaluate(language: str, cfg, logits_fn_of: Callable, params: Any,
   return out
 
 
+def draw_fn(cfg, V: int, logits_fn_of: Callable):
+  """jit(vmap over seeds)(params [S, ...], keys [S], `dl.sampler_arrays`)
+  -> samples [S, num_samples, L]: one compile per K."""
+  return jax.jit(jax.vmap(lambda p, k, a: dl.sample_arrays(
+      logits_fn_of(p), k, cfg.num_samples, V, a).x, in_axes=(0, 0, None)))
+
+
 def nelbos(model, params, strings, V, keys, cfg) -> tuple[np.ndarray, ...]:
   """Per-seed NELBO (mean, se) of `model` at `params` [S, ...] from
   `nelbo_draws` draws: the strings are tiled to >= 512 rows per pass (the
   law stays uniform on them), with as many passes as the draws need."""
-  n = len(strings)
-  tiled = jnp.tile(strings, (-(-512 // n), 1))
-  reps = max(1, -(-cfg.nelbo_draws // len(tiled)))
-  m, se = _nelbo_fn(model, V, reps, float(cfg.t_min))(params, keys, tiled)
+  tiled = jnp.tile(strings, (-(-512 // len(strings)), 1))
+  m, se = _nelbo_fn(model, V, nelbo_reps(cfg, len(tiled)),
+                    float(cfg.t_min))(params, keys, tiled)
   return np.asarray(m, float), np.asarray(se, float)
+
+
+def nelbo_reps(cfg, rows: int) -> int:
+  """Passes over the `rows` tiled strings that `nelbo_draws` needs."""
+  return max(1, -(-cfg.nelbo_draws // rows))
 
 
 @functools.lru_cache(maxsize=8)
@@ -406,6 +418,65 @@ def _plots(r, cfg, metrics) -> None:
     fig.tight_layout()
     fig.savefig(r.plots_dir / f'{field}_vs_K.png', dpi=120, bbox_inches='tight')
     plt.close(fig)
+
+
+PAPER_SCALE = (
+    'Theory: arXiv 2512.25014 proves round and space bounds and trains '
+    'nothing; ReMDM (arXiv 2503.00307, Sec. 4) is a sampler run on a '
+    'pretrained ~170M-parameter MDLM (OpenWebText, L = 1024) with up to '
+    '4096 steps, without retraining. The learned part '
+    'here is ours: a width-128, 4-layer MDLM per constrained language '
+    '(16 tokens), batch 256, up to 20k steps.')
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """Per language: the training chunk, the NELBO (trained and untrained)
+  and the sampler draws per K with the learned and the exact denoiser
+  (`benchmarks/paper_variants.py`)."""
+  S = cfg.num_seeds
+  sds = jax.ShapeDtypeStruct
+  keys = sds((S, 2), jnp.uint32)
+  progs = []
+  for language in cfg.languages:
+    V = dl.vocab_size(language)
+    n = len(dl.language_strings(language, cfg.exactk_k))  # enumerated
+    strings = sds((n, dl.LENGTH), jnp.int32)
+    model = dl.Denoiser(vocab=V, width=cfg.width, depth=cfg.depth,
+                        heads=cfg.heads)
+    steps = cfg.train_steps[language]
+    init, step = dl.make_trainer(model, strings, cfg, num_steps=steps)
+    train = loop.train_program(
+        f'train/{language}', init, step, num_seeds=S, num_steps=steps,
+        chunk_size=min(cfg.steps_per_chunk, steps), data=strings,
+        sharded=sharded)
+    params = jax.eval_shape(jax.vmap(init), keys).params
+    rows = n * -(-512 // n)
+    progs += [train, loop.Program(
+        f'eval/{language} NELBO', _nelbo_fn(
+            model, V, nelbo_reps(cfg, rows), float(cfg.t_min)),
+        (params, keys, sds((rows, dl.LENGTH), jnp.int32)), calls=2,
+        params=train.params, note='trained and untrained parameters')]
+    oracle = lambda p, language=language, V=V: dl.oracle_logits_fn(
+        dl.language_strings(language, cfg.exactk_k), V,
+        cfg.oracle_off_support)
+    for K in cfg.num_steps:
+      f32, i32 = sds((K,), jnp.float32), sds((K,), jnp.int32)
+      arrays = {'alpha_t': f32, 'alpha_s': f32, 'sigma': f32, 'count': i32,
+                'revise': sds((), jnp.bool_), 'conf': sds((), jnp.bool_)}
+      calls = len(samplers_of(cfg, K))
+      progs += [
+          loop.Program(f'eval/{language} sample K={K}', draw_fn(
+              cfg, V, lambda p, model=model: lambda z: model.apply(p, z)),
+                       (params, keys, arrays), calls=calls,
+                       params=train.params),
+          loop.Program(f'eval/{language} sample K={K} (exact denoiser)',
+                       draw_fn(cfg, V, oracle),
+                       (sds((S,), jnp.float32), keys, arrays), calls=calls,
+                       note='validity and TV are host-side (numpy)')]
+  progs[-1] = dataclasses.replace(progs[-1], note=(
+      progs[-1].note + '; the exact round-model part (dlm.summary) is '
+      'host-side enumeration'))
+  return progs
 
 
 EXPERIMENT = launch.Experiment('dlm', run, schema=config_schema(),

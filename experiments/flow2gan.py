@@ -18,19 +18,24 @@ segments of the WAV files in `data_dir`, passed to the compiled loop as
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from absl import logging
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.diffusion import audio
-from iclrjax.diffusion.flow2gan import (make_discriminators, make_evaluator,
-                                        make_fm_trainer, make_gan_trainer,
-                                        make_generator, param_count, test_set)
+from iclrjax.diffusion.flow2gan import (evaluator_fn, make_discriminators,
+                                        make_evaluator, make_fm_trainer,
+                                        make_gan_trainer, make_generator,
+                                        param_count, test_set,
+                                        test_set_shapes)
 
 
 # -- the experiment ----------------------------------------------------------------------
@@ -369,6 +374,71 @@ def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
                   f'seeds ({verdict})'),
         control=ctrl))
   return claims
+
+
+PAPER_SCALE = (
+    'arXiv 2512.23278 (Sec. 4): a 78.9M-parameter 3-branch generator '
+    '(768/512/384 channels x 8 ConvNeXt layers, 100-bin mel at 24 kHz) '
+    'trained on LibriTTS with 1.5 s segments at batch 64: 92k flow-matching '
+    'steps, then 110k GAN steps per 1-, 2- and 4-step generator (2 H20 '
+    'GPUs).')
+
+# LibriTTS training utterances (train-clean-100 + train-clean-360 +
+# train-other-500), one clip each at clips_per_file = 1: `programs` sizes
+# the paper's clip pool with it (`load_data` counts the WAVs it finds).
+LIBRITTS_TRAIN_FILES = 33_236 + 116_500 + 205_044
+
+
+def programs(c, sharded: bool = False) -> list[loop.Program]:
+  """The FM chunk per variant, the GAN chunk per step count, and one
+  evaluator per (branches, steps, parametrisation), as `run` compiles them
+  (`benchmarks/paper_variants.py`)."""
+  from_data = c.dataset != 'synthetic'
+  clips = (jax.ShapeDtypeStruct((LIBRITTS_TRAIN_FILES * c.clips_per_file,
+                                 c.clip_length), jnp.float32)
+           if from_data else None)
+  test = test_set_shapes(c, from_data)
+  keys = jax.ShapeDtypeStruct((c.num_seeds, 2), jnp.uint32)
+  chunk = lambda n: min(c.steps_per_chunk, n)
+  note = (f'the clip pool is LibriTTS train, {LIBRITTS_TRAIN_FILES} files x '
+          f'{c.clips_per_file} (in device memory, split over data)'
+          if from_data else '')
+  progs, models, emas, evals = [], {}, {}, {}
+  for v in c.fm_variants:
+    pred_x1, spectral, branches = FM_VARIANTS[v]
+    models[v] = make_generator(c, branches)
+    init, step = make_fm_trainer(models[v], c, pred_x1=pred_x1,
+                                 spectral=spectral, from_data=from_data)
+    progs.append(loop.train_program(
+        f'train/fm {v}', init, step, num_seeds=c.num_seeds,
+        num_steps=c.fm_steps, chunk_size=chunk(c.fm_steps), data=clips,
+        sharded=sharded))
+    progs[-1] = dataclasses.replace(progs[-1], note=note)
+    emas[v] = jax.eval_shape(jax.vmap(init), keys).ema
+    for n in c.eval_steps:
+      evals.setdefault((branches, n, pred_x1), []).append(v)
+  disc = make_discriminators(c)
+  for n in c.gan_num_steps:
+    init, step = make_gan_trainer(models[TEACHER], disc, c, n,
+                                  from_data=from_data)
+    progs.append(dataclasses.replace(loop.train_program(
+        f'train/gan{n}', init, step, num_seeds=c.num_seeds,
+        num_steps=c.gan_steps, chunk_size=chunk(c.gan_steps), data=clips,
+        init_args=emas[TEACHER], sharded=sharded), note=(
+            'params: the generator (+ discriminators in the state)')))
+    evals.setdefault(FM_VARIANTS[TEACHER][2:] + (n, True), []).append(
+        f'gan{n}')
+  for (branches, n, pred_x1), names in evals.items():
+    model = models[next(v for v in c.fm_variants
+                        if FM_VARIANTS[v][2] == branches)]
+    params = emas[next(v for v in c.fm_variants
+                       if FM_VARIANTS[v][2] == branches)]
+    progs.append(loop.Program(
+        f'eval/{n}-step {branches} {"endpoint" if pred_x1 else "velocity"}',
+        jax.jit(evaluator_fn(model, c, n, pred_x1)), (params, test),
+        calls=len(names), params=param_count(model, c),
+        note=f'for {", ".join(names)}'))
+  return progs
 
 
 EXPERIMENT = launch.Experiment('flow2gan', run, schema=config_schema(),

@@ -26,6 +26,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
 from iclrjax.diffusion.guidance_wm import (AUGMENTATIONS, BUDGETS,
@@ -82,6 +83,14 @@ def _data_name(c) -> str:
 
 def make_generator(c) -> FlatResMLP:
   return FlatResMLP(c.gen_width, c.gen_blocks, c.gen_emb_dim)
+
+
+def generator_trainer(c, gen: FlatResMLP, train_x: Any):
+  """(init, step) of the rectified-flow generator (`flow.make_trainer`;
+  train_x: the images or their shapes)."""
+  return flow.make_trainer(gen, train_x, dict(
+      batch_size=c.gen_batch_size, learning_rate=c.gen_learning_rate,
+      ema_decay=c.gen_ema_decay))
 
 
 def _velocity(gen: FlatResMLP, params: Any) -> Velocity:
@@ -235,9 +244,7 @@ def run(r):
   chunk = lambda n: min(cfg.steps_per_chunk, n)
 
   gen = make_generator(cfg)
-  init, step = flow.make_trainer(gen, train_x, dict(
-      batch_size=cfg.gen_batch_size, learning_rate=cfg.gen_learning_rate,
-      ema_decay=cfg.gen_ema_decay))
+  init, step = generator_trainer(cfg, gen, train_x)
   out = r.train(init, step, num_steps=cfg.gen_train_steps, data=train_x,
                 chunk_size=chunk(cfg.gen_train_steps), phase='generator',
                 log_every=cfg.log_every, postfix_keys=('loss',))
@@ -582,6 +589,90 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
         control=launch.control_text(
             'the post-hoc watermark at the same FD', f'{ph:.3f}', False)))
   return claims
+
+
+PAPER_SCALE = (
+    'arXiv 2509.22126 (Table 1) trains no generator: it guides pretrained '
+    'latent diffusion models (Stable Diffusion 2, Sana, Flux; 1000 prompts '
+    'at 512 px) with frozen post-hoc decoders (Stable Signature, 48 bits; '
+    'VideoSeal, 256 bits); our stand-in trains a width-2048 FlatResMLP '
+    'flow on CIFAR-10 (100k steps, batch 128) and a 48-bit decoder (20k '
+    'steps), with 10k calibration and 2k guided samples per seed.')
+
+
+# (train, test) images of the datasets `load_data` reads (`programs`).
+DATA_SIZES = {'digits': ((data_lib.DIGITS_NUM_TRAIN, 8, 8, 1), 360),
+              'cifar10': ((50_000, 32, 32, 3), 10_000)}
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """The generator and decoder training chunks, the whitening fits, the
+  unguided and guided samplers (one compile per guided-steps, estimate
+  and budget), and the decoding scores (`benchmarks/paper_variants.py`)."""
+  S = cfg.num_seeds
+  sds = jax.ShapeDtypeStruct
+  shape, n_test = DATA_SIZES[cfg.get('dataset', 'digits')]
+  train_x = sds(shape, jnp.float32)
+  keys = sds((S, 2), jnp.uint32)
+  chunk = lambda n: min(cfg.steps_per_chunk, n)
+  gen = make_generator(cfg)
+  init, step = generator_trainer(cfg, gen, train_x)
+  gen_train = loop.train_program(
+      'train/generator', init, step, num_seeds=S,
+      num_steps=cfg.gen_train_steps, chunk_size=chunk(cfg.gen_train_steps),
+      data=train_x, sharded=sharded)
+  gen_params = jax.eval_shape(jax.vmap(init), keys).ema
+  init, step, enc, dec = make_decoder_trainer(train_x, cfg)
+  dec_train = loop.train_program(
+      'train/decoder', init, step, num_seeds=S,
+      num_steps=cfg.dec_train_steps, chunk_size=chunk(cfg.dec_train_steps),
+      data=train_x, sharded=sharded)
+  state = jax.eval_shape(jax.vmap(init), keys).params
+  enc_params, dec_params = state['encoder'], state['decoder']
+  fit = jax.jit(jax.vmap(lambda dp, x: fit_whitening(dec.apply(dp, x)),
+                         in_axes=(0, None)))
+  white = jax.eval_shape(fit, dec_params, train_x)
+  images_of = lambda n: sds((S, n, *shape[1:]), jnp.float32)
+  bits_of = lambda n, dt=jnp.int32: sds((S, n, cfg.num_bits), dt)
+  mask = sds((len(AUGMENTATIONS),), jnp.float32)
+  n_cal, n = cfg.num_calibration, cfg.num_guided
+  sampler = lambda guided, est, budget: _sampler(
+      gen, dec, cfg.num_steps, guided, est, float(cfg.guidance_noise_std),
+      float(cfg.tau), float(cfg.eta), bool(cfg.get('clip_x0', False)),
+      budget)
+  sample_args = lambda m: (gen_params, dec_params, white, images_of(m),
+                           bits_of(m, jnp.float32), keys,
+                           sds((), jnp.float32), mask)
+  progs = [gen_train, dec_train, loop.Program(
+      'eval/whitening fit (train images)', fit, (dec_params, train_x),
+      params=dec_train.params, note=(
+          'run calls it un-jitted; + the fit on the held-out generations'))]
+  progs.append(loop.Program(
+      'eval/sample unguided', sampler(0, cfg.headline_estimate, cfg.budget),
+      sample_args(n_cal), calls=2, params=gen_train.params,
+      note='the calibration set and the held-out set'))
+  groups: dict[tuple[int, str, str], int] = {}
+  for _, est, _, window, budget in sweep_points(cfg):
+    groups[window, est, budget] = groups.get((window, est, budget), 0) + 1
+  for (window, est, budget), calls in groups.items():
+    progs.append(loop.Program(
+        f'eval/sample guided W={window} {est} {budget}',
+        sampler(window, est, budget), sample_args(n), calls=calls,
+        params=gen_train.params, note='omega and the augmentation set '
+        'are traced: one compile serves the sweep points'))
+  progs += [
+      loop.Program('eval/decode phi', _phi_all_fn(dec),
+                   (dec_params, white, images_of(n)),
+                   calls=len(sweep_points(cfg)) + 1, params=dec_train.params,
+                   note='+ 4 calls on the calibration and the test images'),
+      loop.Program('eval/decode shifted', _shift_acc_fn(dec),
+                   (dec_params, white, images_of(n), bits_of(n)),
+                   calls=len(sweep_points(cfg)), params=dec_train.params,
+                   note=('the FD classifier (features.train_classifier, '
+                         f'{cfg.classifier_steps} steps) and its features, '
+                         'the post-hoc encoder scores and the p-values '
+                         '(scipy) are not listed'))]
+  return progs
 
 
 EXPERIMENT = launch.Experiment('guidance_wm', run, schema=config_schema(),

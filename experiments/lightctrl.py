@@ -36,7 +36,9 @@ import numpy as np
 import optax
 
 from iclrjax.core import config as cfg_lib
+from iclrjax.core import distributed
 from iclrjax.core import launch
+from iclrjax.core import loop
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import lightctrl as lc
 from iclrjax.diffusion import train as train_lib
@@ -111,7 +113,8 @@ def _tx(n):
 
 def make_relighter_trainer(cfg):
   """(model, init, step) of the relighter's rectified flow on
-  `lc.relight_batch` (generated from the step's key)."""
+  `lc.relight_batch` (generated from the step's key, split over the mesh's
+  'data' axis)."""
   n = cfg.relighter
   model = lc.Relighter(channels=n.channels,
                        channel_mults=tuple(n.channel_mults),
@@ -125,10 +128,10 @@ def make_relighter_trainer(cfg):
   def loss_fn(params, batch, key, frozen):
     del batch, frozen
     k_data, k_loss = jax.random.split(key)
-    tgt, cond, light = lc.relight_batch(
+    tgt, cond, light = distributed.shard_batch(lc.relight_batch(
         k_data, n.batch_size, cfg.size, light_height=cfg.light_height,
         ambient=cfg.ambient, radius=cfg.light_radius,
-        num_objects=cfg.num_objects, p_rgb=cfg.p_rgb)
+        num_objects=cfg.num_objects, p_rgb=cfg.p_rgb))
     return flow.flow_loss(lambda x, t: model.apply(params, x, t, cond, light),
                           tgt, k_loss)
 
@@ -139,7 +142,7 @@ def make_relighter_trainer(cfg):
 
 def make_prior_trainer(cfg):
   """(model, init, step) of the video prior's rectified flow on
-  `lc.video_batch`."""
+  `lc.video_batch` (split over 'data')."""
   n = cfg.prior
   model = lc.VideoPrior(channels=n.channels,
                         channel_mults=tuple(n.channel_mults),
@@ -153,9 +156,10 @@ def make_prior_trainer(cfg):
   def loss_fn(params, batch, key, frozen):
     del batch, frozen
     k_data, k_loss = jax.random.split(key)
-    clips = lc.video_batch(k_data, n.batch_size, cfg.num_frames, cfg.size,
-                           light_height=cfg.light_height, ambient=cfg.ambient,
-                           num_objects=cfg.num_objects, motion=cfg.motion)
+    clips = distributed.shard_batch(lc.video_batch(
+        k_data, n.batch_size, cfg.num_frames, cfg.size,
+        light_height=cfg.light_height, ambient=cfg.ambient,
+        num_objects=cfg.num_objects, motion=cfg.motion))
     return flow.flow_loss(lambda x, t: model.apply(params, x, t), clips,
                           k_loss)
 
@@ -220,9 +224,10 @@ def scores(cfg, video, ev):
       'change': lc.frame_change(video)}
 
 
-def make_evaluator(cfg, relighter, prior):
-  """(relighter params, prior params, key) -> ({arm: {score: [B]}}, a few
-  videos per arm); one compiled sampler per FFT-axes choice."""
+def eval_fns(cfg, relighter, prior) -> dict[str, Any]:
+  """The jitted pieces of `make_evaluator`: 'eval_set' (key), 'pipeline'
+  (relighter params, prior params, ev, key, inject, fuse, fft_axes=),
+  'perframe' (relighter params, ev, key) and 'scores' (video, ev)."""
   ev_fn = jax.jit(lambda k: eval_set(cfg, k))
 
   @functools.partial(jax.jit, static_argnames='fft_axes')
@@ -242,20 +247,34 @@ def make_evaluator(cfg, relighter, prior):
                                   ev['source_latent'], ev['light_map'], key)
 
   score_fn = jax.jit(lambda v, ev: scores(cfg, v, ev))
+  return {'eval_set': ev_fn, 'pipeline': pipeline, 'perframe': perframe,
+          'scores': score_fn}
+
+
+def arm_axes(cfg, arm: str) -> str:
+  """The FFT axes an arm runs with (the config's for 'full')."""
+  return cfg.fft_axes if arm == 'full' else ARMS[arm][2]
+
+
+def make_evaluator(cfg, relighter, prior):
+  """(relighter params, prior params, key) -> ({arm: {score: [B]}}, a few
+  videos per arm); one compiled sampler per FFT-axes choice."""
+  fns = eval_fns(cfg, relighter, prior)
 
   def evaluate(p_rel, p_pri, key):
     k_ev, k_run = jax.random.split(key)
-    ev = ev_fn(k_ev)
+    ev = fns['eval_set'](k_ev)
     latents = {}
-    for arm, (inj, fus, axes) in ARMS.items():
+    for arm, (inj, fus, _) in ARMS.items():
       logging.info('lightctrl: arm %s', arm)
-      latents[arm] = pipeline(p_rel, p_pri, ev, k_run, jnp.bool_(inj),
-                              jnp.bool_(fus),
-                              cfg.fft_axes if arm == 'full' else axes)
-    latents['perframe'] = perframe(p_rel, ev, jax.random.fold_in(k_run, 7))
+      latents[arm] = fns['pipeline'](p_rel, p_pri, ev, k_run,
+                                     jnp.bool_(inj), jnp.bool_(fus),
+                                     arm_axes(cfg, arm))
+    latents['perframe'] = fns['perframe'](p_rel, ev,
+                                          jax.random.fold_in(k_run, 7))
     videos = {k: lc.decode(v) for k, v in latents.items()}
     videos.update(ground_truth=ev['target'], source=ev['source'])
-    out = {k: score_fn(v, ev) for k, v in videos.items()}
+    out = {k: fns['scores'](v, ev) for k, v in videos.items()}
     del out['ground_truth']['psnr']  # infinite
     nt = len(cfg.trajectories)
     return out, {k: v[:nt] for k, v in videos.items()}
@@ -263,13 +282,16 @@ def make_evaluator(cfg, relighter, prior):
   return evaluate
 
 
+def _chunk(cfg, name) -> int:
+  return min(cfg.steps_per_chunk, cfg[name].train_steps)
+
+
 def _train(r, cfg, name, make):
   model, init, step = make(cfg)
   n = cfg[name]
   res = r.train(init, step, num_steps=n.train_steps,
-                chunk_size=min(cfg.steps_per_chunk, n.train_steps),
-                phase=name, log_every=cfg.log_every, postfix_keys=('loss',),
-                unroll=True)
+                chunk_size=_chunk(cfg, name), phase=name,
+                log_every=cfg.log_every, postfix_keys=('loss',), unroll=True)
   return model, res.state.ema
 
 
@@ -393,6 +415,56 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
           'the per-frame relighter alone',
           f'{per:.4f} (ratio {per / gt:.2f})', ok(per))))
   return claims
+
+
+PAPER_SCALE = (
+    'Training-free (OpenReview 5ft8vd9rwc): LightCtrl steers pretrained '
+    'IC-Light and AnimateDiff (with StableNormal normals; billion-parameter '
+    'models) at 512 px and trains nothing; our stand-ins (a 64-channel '
+    'relighter and a 128-channel video prior on 128-px frames, 50k steps '
+    'each) are trained here.')
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """Both training chunks (unrolled) and, per evaluation seed, the eval
+  set, the LightCtrl pipeline per FFT-axes choice, the per-frame relighter
+  and the scores (`benchmarks/paper_variants.py`)."""
+  key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+  progs, models, params = [], {}, {}
+  for name, make in (('relighter', make_relighter_trainer),
+                     ('prior', make_prior_trainer)):
+    models[name], init, step = make(cfg)
+    progs.append(loop.train_program(
+        f'train/{name}', init, step, num_seeds=cfg.num_seeds,
+        num_steps=cfg[name].train_steps, chunk_size=_chunk(cfg, name),
+        sharded=sharded, unroll=True))
+    params[name] = jax.eval_shape(init, key).ema
+  n_rel, n_pri = progs[0].params, progs[1].params
+  fns = eval_fns(cfg, models['relighter'], models['prior'])
+  ev = jax.eval_shape(fns['eval_set'], key)
+  E = cfg.eval_seeds
+  progs.append(loop.Program('eval/eval set', fns['eval_set'], (key,),
+                            calls=E))
+  boolean = jax.ShapeDtypeStruct((), jnp.bool_)
+  arms: dict[str, list[str]] = {}
+  for arm in ARMS:
+    arms.setdefault(arm_axes(cfg, arm), []).append(arm)
+  for axes, names in arms.items():
+    progs.append(loop.Program(
+        f'eval/lightctrl ({axes} FFT)',
+        jax.jit(lambda *a, axes=axes: fns['pipeline'](*a, fft_axes=axes)),
+        (params['relighter'], params['prior'], ev, key, boolean, boolean),
+        calls=E * len(names), params=n_rel + n_pri,
+        note=f'arms {", ".join(names)}'))
+  latent = jax.eval_shape(fns['perframe'], params['relighter'], ev, key)
+  video = jax.eval_shape(lc.decode, latent)
+  progs += [
+      loop.Program('eval/perframe relighter', fns['perframe'],
+                   (params['relighter'], ev, key), calls=E, params=n_rel),
+      loop.Program('eval/scores', fns['scores'], (video, ev),
+                   calls=E * (len(ARMS) + 3),
+                   note='the latent decode (lc.decode) runs un-jitted')]
+  return progs
 
 
 EXPERIMENT = launch.Experiment('lightctrl', run, schema=config_schema(),

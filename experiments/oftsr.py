@@ -35,7 +35,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from iclrjax.core import config as cfg_lib
+from iclrjax.core import data as data_lib
 from iclrjax.core import launch
+from iclrjax.core import loop
 from iclrjax.diffusion import features as features_lib
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
@@ -493,6 +495,82 @@ def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
           f'the undistilled model used as the student (t={hi:g})',
           f'{u_closed:.3f}', bool(jump > teach and u_closed >= 0.8))))
   return claims
+
+
+PAPER_SCALE = (
+    'arXiv 2412.09465 (FFHQ 4x SR; official configs/dis_fm_ffhq.yml): '
+    '256x256 faces from 64x64 with a 128-channel U-Net (mults 1,1,2,2,4,4, '
+    'attention at 16, dropout 0.1), batch 32: a flow teacher (200k-step '
+    'snapshot), then the one-step student (40k-step snapshot), one run.')
+
+
+# Images of the folder datasets (`load_data` reads them; `programs` only
+# needs their counts): FFHQ's 70k, DIV2K's 800 train / 100 valid.
+FOLDER_IMAGES = {'ffhq': 70_000, 'div2k': (800, 100)}
+
+
+def data_shapes(c) -> tuple[jax.ShapeDtypeStruct, int]:
+  """(the shape of `load_data`'s training images, test images) without
+  reading a file."""
+  if c.dataset == 'digits':
+    n_test = data_lib.DIGITS_NUM_EXAMPLES - data_lib.DIGITS_NUM_TRAIN
+    return (jax.ShapeDtypeStruct((data_lib.DIGITS_NUM_TRAIN, 8, 8, 1),
+                                 jnp.float32), min(c.num_eval, n_test))
+  if c.dataset == 'ffhq':
+    files, n_test = FOLDER_IMAGES['ffhq'] - c.num_eval, c.num_eval
+  else:
+    files, n_test = FOLDER_IMAGES['div2k']
+    n_test = min(n_test, c.num_eval)
+  files = min(files, c.num_train) if c.num_train else files
+  crops = c.crops_per_image if c.dataset == 'div2k' else 1
+  return (jax.ShapeDtypeStruct((files * crops, c.hr_size, c.hr_size, 3),
+                               jnp.uint8), n_test)
+
+
+def programs(c, sharded: bool = False) -> list[loop.Program]:
+  """The teacher chunk (one per sigma_p), the student chunk and the two
+  samplers `evaluate_seed` calls, per seed and eval_batch
+  (`benchmarks/paper_variants.py`)."""
+  train_x, n_test = data_shapes(c)
+  net = make_net(c)
+  S = c.num_seeds
+  keys = jax.ShapeDtypeStruct((S, 2), jnp.uint32)
+  chunk = lambda n: min(c.steps_per_chunk, n)
+  progs = []
+  for sp in c.sigma_ps:
+    init, step = make_teacher_trainer(net, train_x, c, sp)
+    progs.append(loop.train_program(
+        f'train/{_tag(sp)}', init, step, num_seeds=S,
+        num_steps=c.teacher_steps, chunk_size=chunk(c.teacher_steps),
+        data=train_x, sharded=sharded))
+  teacher = jax.eval_shape(jax.vmap(init), keys).ema
+  init, step = make_student_trainer(net, c, c.student_sigma_p)
+  progs.append(loop.train_program(
+      'train/student', init, step, num_seeds=S, num_steps=c.student_steps,
+      chunk_size=chunk(c.student_steps), data=train_x,
+      init_args=teacher, sharded=sharded))
+  params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype),
+                        teacher)
+  n = n_test * c.eval_draws
+  batch = c.eval_batch if c.eval_batch and c.eval_batch < n else n
+  chunks = -(-n // batch)
+  img = jax.ShapeDtypeStruct((batch, *train_x.shape[1:]), jnp.float32)
+  teach_fn, stud_fn = _samplers(net, int(c.teacher_eval_steps))
+  note = (f'{n} images in chunks of {batch} (the last may be smaller: '
+          'another compile)' if chunks > 1 else '')
+  progs += [
+      loop.Program(f'eval/teacher {c.teacher_eval_steps} + 1 steps',
+                   teach_fn, (params, img, img),
+                   calls=S * len(c.sigma_ps) * chunks,
+                   params=progs[0].params, note=note),
+      loop.Program('eval/student 1 step', stud_fn,
+                   (params, img, img, jax.ShapeDtypeStruct((), jnp.float32)),
+                   calls=S * (len(c.knob_ts) + 2) * chunks,
+                   params=progs[0].params, note=(
+                       'knob t values and the undistilled model; the '
+                       'degradations (eval_inputs), the FD features and '
+                       'the digits classifier are not listed'))]
+  return progs
 
 
 EXPERIMENT = launch.Experiment('oftsr', run, schema=config_schema(),

@@ -638,7 +638,8 @@ def make_gan_trainer(model: Generator, disc: Discriminators, c,
   through the sampler by its VJP). Branch dropout is off. The clips are
   synthetic, or with `from_data` minibatches of `data` as in
   `make_fm_trainer` (step(state, t, data); the batch key is split off the
-  state's key, the rest of the step's randomness folds the other half).
+  state's key, the rest of the step's randomness folds the other half);
+  either way the clips and x0 are split over the mesh's 'data' axis.
   """
   gtx = _optimizer(c.gen_lr, c, 0, c.gan_steps)
   dtx = _optimizer(c.disc_lr, c, 0, c.gan_steps)
@@ -657,12 +658,14 @@ def make_gan_trainer(model: Generator, disc: Discriminators, c,
     if from_data:
       k_batch, key = jax.random.split(key)
     kd, kn, km, ku = jax.random.split(jax.random.fold_in(key, t), 4)
-    x1 = (batch_fn(k_batch, t, data) if from_data
-          else audio.synth_batch(kd, c.batch_size, spec)['audio'])
+    x1 = (batch_fn(k_batch, t, data) if from_data else  # split over 'data'
+          distributed.shard_batch(audio.synth_batch(kd, c.batch_size,
+                                                    spec)['audio']))
     mel = condition(c, x1)
     u = jax.random.uniform(ku, (c.batch_size, 1, 1))
     mel = mel + c.mel_noise * u * jax.random.normal(km, mel.shape)
-    x0 = c.noise_scale * jax.random.normal(kn, x1.shape)
+    x0 = distributed.shard_batch(
+        c.noise_scale * jax.random.normal(kn, x1.shape))
     fake, vjp = jax.vjp(lambda p: generate(model, p, mel, x0, num_steps,
                                            pred_x1=True), state.gen)
 
@@ -740,14 +743,23 @@ def clip_metrics(c, pred: jax.Array, data: dict[str, jax.Array]
           'mrstft': jnp.mean(audio.mrstft_loss(pred, data['audio']))}
 
 
-def make_evaluator(model: Generator, c, num_steps: int, pred_x1: bool,
-                   data: dict[str, jax.Array] | None = None):
-  """jit(vmap over seeds)(params) -> ({metric: [seeds]}, samples [seeds, k, N])
-  on `data` (a `test_set`; None: test_set(c))."""
-  data = test_set(c) if data is None else data
+def test_set_shapes(c, from_data: bool = False) -> dict[str, Any]:
+  """`test_set`'s shapes, computing nothing: the synthetic set, or
+  (`from_data`) num_test real clips with their silence masks."""
+  if not from_data:
+    return jax.eval_shape(lambda: test_set(c))
+  clips = jax.ShapeDtypeStruct((c.num_test, c.clip_length), jnp.float32)
+  return jax.eval_shape(lambda x: dict(
+      audio=x, gap_mask=jnp.zeros(x.shape, bool), mel=condition(c, x),
+      x0=x), clips)
+
+
+def evaluator_fn(model: Generator, c, num_steps: int, pred_x1: bool):
+  """vmap over seeds of (params, data) -> ({metric: [seeds]}, samples
+  [seeds, k, N]) on a `test_set`, generated `eval_batch` clips at a time."""
   k = min(4, c.num_test)
 
-  def one(params):
+  def one(params, data):
     def chunk(i):
       sl = lambda a: jax.lax.dynamic_slice_in_dim(a, i * c.eval_batch,
                                                   c.eval_batch)
@@ -758,15 +770,24 @@ def make_evaluator(model: Generator, c, num_steps: int, pred_x1: bool,
         n_chunks * c.eval_batch, -1)
     return clip_metrics(c, pred, data), pred[:k]
 
-  return jax.jit(jax.vmap(one))
+  return jax.vmap(one, in_axes=(0, None))
+
+
+def make_evaluator(model: Generator, c, num_steps: int, pred_x1: bool,
+                   data: dict[str, jax.Array] | None = None):
+  """jit(vmap over seeds)(params) -> ({metric: [seeds]}, samples [seeds, k, N])
+  on `data` (a `test_set`; None: test_set(c))."""
+  data = test_set(c) if data is None else data
+  fn = evaluator_fn(model, c, num_steps, pred_x1)
+  return jax.jit(lambda params: fn(params, data))
 
 
 __all__: Sequence[str] = [
     'BiasNorm', 'Branch', 'CondEncoder', 'ConvNeXtBlock', 'Discriminators',
     'FMState', 'GANState', 'Generator', 'MRD_BANDS', 'PeriodDiscriminator',
     'ResolutionDiscriminator', 'branch_dropout_weights', 'clip_metrics',
-    'condition', 'endpoint_velocity', 'euler_sample', 'feature_matching_loss',
-    'fm_loss', 'generate', 'hinge_d_loss', 'hinge_g_loss', 'make_evaluator',
-    'make_fm_trainer', 'make_gan_trainer', 'make_generator', 'match_channels',
+    'condition', 'endpoint_velocity', 'euler_sample', 'evaluator_fn',
+    'feature_matching_loss', 'fm_loss', 'generate', 'hinge_d_loss',
+    'hinge_g_loss', 'make_evaluator', 'make_fm_trainer', 'make_gan_trainer', 'make_generator', 'match_channels',
     'mrd_input', 'multiscale_mel_loss', 'param_count', 'spectral_scaled_loss',
-    'test_set', 'upsample_cond']
+    'test_set', 'test_set_shapes', 'upsample_cond']
