@@ -27,6 +27,7 @@ accuracy) and its accuracy is in the band around 1/|[G, G]|.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -560,6 +561,70 @@ def _curriculum_claim(cfg, m) -> list[launch.Claim]:
                   f'{1 / order:.3f}'),
         control=ctrl))
   return out
+
+
+def programs(cfg, sharded: bool = False) -> list[loop_lib.Program]:
+  """The training chunks of every run entry (each curriculum stage's) and
+  its evaluations (`benchmarks/paper_variants.py`), the training split as
+  shapes. Entries of one model, length and chunk share a Program, its
+  calls added up: groups of other orders differ only in the token
+  embedding and the output head (|G| classes), so the largest |G| stands
+  for all (an upper bound); a curriculum stage compiles the same chunk as
+  a fresh run (it only starts from other parameters)."""
+  train: dict[tuple, list] = {}
+  evals: dict[tuple, list] = {}
+  lens = sorted({cfg.train_len, *cfg.test_lens})
+  for entry in cfg.runs:
+    group, kind, depth, cur = parse_run(entry)
+    order = groups.make(group).order
+    for L, steps in _stages(cfg, cur):
+      chunk = min(cfg.steps_per_chunk, steps)
+      v = train.setdefault((kind, depth, L, chunk), [set(), 0])
+      v[0].add(order)
+      v[1] += -(-steps // chunk)
+    for L in lens:  # training-split loss (trained, untrained), test lengths
+      v = evals.setdefault((kind, depth, L), [set(), 0])
+      v[0].add(order)
+      v[1] += 3 if L == cfg.train_len else 1
+
+  def trainer(kind, depth, orders, L):
+    mode = cfg.input_mode if kind == 'dcd' else cfg.baseline_input_mode
+    model = dcd.make_model(kind, depth, max(orders), cfg.width, cfg.state,
+                           cfg.hidden, cfg.init_magnitude, mode, cfg.scan)
+    return make_trainer(model, np.zeros((L,), np.int32), cfg.steps, cfg)
+
+  note = lambda orders: (f'|G| in {sorted(orders)}, compiled at '
+                         f'{max(orders)}' if len(orders) > 1 else '')
+  ints = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)
+  out = []
+  for (kind, depth, L, chunk), (orders, calls) in train.items():
+    init, _, step, _ = trainer(kind, depth, orders, L)
+    prog = loop_lib.train_program(
+        f'train/{kind}{depth}/L{L}', init, step, num_seeds=cfg.num_seeds,
+        num_steps=calls * chunk, chunk_size=chunk,
+        data=(ints(cfg.num_train, L),) * 2, sharded=sharded)
+    out.append(dataclasses.replace(prog, note=note(orders)))
+  for (kind, depth, L), (orders, calls) in evals.items():
+    init, _, _, evaluate = trainer(kind, depth, orders, cfg.train_len)
+    params = jax.eval_shape(jax.vmap(init), jax.ShapeDtypeStruct(
+        (cfg.num_seeds, 2), jnp.uint32)).params
+    out.append(loop_lib.Program(
+        f'eval/{kind}{depth}/L{L}', evaluate,
+        (params, ints(cfg.num_test, L), ints(cfg.num_test, L),
+         ints(max(orders))), calls=calls,
+        params=loop_lib.count_params(params) // cfg.num_seeds,
+        note=note(orders)))
+  return out
+
+
+PAPER_SCALE = (
+    'arXiv 2603.01959 (experiments): 1- to 3-layer input-dependent complex '
+    'diagonal SSMs against real-diagonal, LTI and GRU baselines on group '
+    'word problems, per-position accuracy and length generalisation; the '
+    'groups, lengths, widths, steps and data sizes are not in what we have '
+    'of the paper (the paper variant is our grid: 8 groups x depths 1-3 plus '
+    'baselines, width 64, 32 complex states, T = 64, 100k training '
+    'sequences, 6000 steps of batch 64, 3 seeds).')
 
 
 EXPERIMENT = launch.Experiment('dcd_ssm', run, schema=config_schema(),

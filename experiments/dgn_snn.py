@@ -47,6 +47,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.core import supervised
 from iclrjax.snn import cells
 from iclrjax.snn import datasets
@@ -148,6 +149,7 @@ def make_evaluator(net: network.SNN, eval_batch: int):
       j += len(levels)
     return out
 
+  evaluate.jitted = _eval  # (params, x, y, kind ids [P], levels [P], key)
   return evaluate
 
 
@@ -523,6 +525,53 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
             'the trained DGN layer with C = 0 (no dynamic conductance)',
             c_text, c_holds)))
   return [c for c in claims if c is not None]
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """Per neuron type: its training chunk, the perturbation sweep on the test
+  split and the matched-rate noise analysis of its first layer
+  (`benchmarks/paper_variants.py`); data shapes from the config, nothing
+  read. The membrane traces of one example and the one-neuron check are
+  negligible and left out."""
+  n_train, n_test, T, C, K = datasets.shapes(cfg.data, **dict(cfg.data_args))
+  S = cfg.num_seeds
+  x = lambda n: jax.ShapeDtypeStruct((n, T, C), jnp.uint8)
+  y = lambda n: jax.ShapeDtypeStruct((n,), jnp.int32)
+  key = jax.eval_shape(lambda: jax.random.key(0))
+  steps = num_steps(cfg, n_train)
+  rows = 1 + sum(len(v) for v in cfg.perturbations.values())
+  out = []
+  for kind in cfg.cells:
+    net = dgn.make_network(kind, K, cfg)
+    init, step = make_trainer(net, x(n_train), cfg, steps)
+    prog = loop.train_program(
+        f'train/{kind}', init, step, num_seeds=S, num_steps=steps,
+        chunk_size=min(cfg.steps_per_chunk, steps),
+        data=(x(n_train), y(n_train)), sharded=sharded)
+    params = jax.eval_shape(jax.vmap(init), jax.ShapeDtypeStruct(
+        (S, 2), jnp.uint32)).params
+    out.append(prog)
+    out.append(loop.Program(
+        f'eval/perturbations/{kind}',
+        make_evaluator(net, cfg.eval_batch).jitted,
+        (params, x(n_test), y(n_test), jax.ShapeDtypeStruct((rows,), jnp.int32),
+         jax.ShapeDtypeStruct((rows,), jnp.float32), key),
+        params=prog.params, note=f'{rows} (kind, level) rows'))
+    out.append(loop.Program(
+        f'eval/layer_noise/{kind}', make_noise_analysis(net, cfg),
+        (params['layers'][0], x(cfg.layer_noise.examples), key),
+        calls=2 if kind == 'dgn' else 1,
+        note='DGN twice: trained and with C = 0' if kind == 'dgn' else ''))
+  return out
+
+
+PAPER_SCALE = (
+    'arXiv 2509.03281 (experiments): LIF / PLIF / ALIF / DGN spiking nets '
+    'trained with surrogate gradients on TIDIGITS and SHD (8156 train / '
+    '2264 test, 700 channels) and tested clean and under spike noise; the '
+    'network size, epochs and batch are not stated in what we have of the '
+    'paper (our paper variant: two recurrent layers of 128, 100 epochs of '
+    'batch 128, SHD binned to 100 steps).')
 
 
 EXPERIMENT = launch.Experiment('dgn_snn', run, schema=config_schema(),

@@ -27,6 +27,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.rl import curricula
 from iclrjax.rl import fge
 from iclrjax.rl import ppo as ppo_lib
@@ -336,6 +337,45 @@ def requires(c) -> list[tuple[str, str]]:
   """The novelty flow (flowjax), and MuJoCo for the hopper task."""
   out = [('flowjax', 'rl'), ('paramax', 'rl')]
   return out + ([('mujoco', 'rl')] if c.task == 'hopper' else [])
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """Each method's training chunk (PPO iterations with its sampler; the
+  coverage roll-outs every `eval_every` iterations sit in the step under a
+  `lax.cond`, which the FLOP count charges to every step) and the final
+  coverage evaluation (`benchmarks/paper_variants.py`). Params: the PPO
+  actor-critic (FGE's classifiers and flow are not counted)."""
+  task = reach.make_task(cfg.task, **cfg.task_kwargs.to_dict())
+  out, states = [], None
+  for method in cfg.methods:
+    init, step, evaluate = curricula.make_trainer(
+        task, cfg, make_sampler(method, task, cfg), cfg.num_updates)
+    prog = loop.train_program(
+        f'train/{method}', init, step, num_seeds=cfg.num_seeds,
+        num_steps=cfg.num_updates,
+        chunk_size=min(cfg.updates_per_chunk, cfg.num_updates),
+        sharded=sharded)
+    states = states or prog.args[0]
+    out.append(prog)
+  thetas = jax.ShapeDtypeStruct((cfg.eval_points, task.theta_dim),
+                                jnp.float32)
+  n = len(cfg.methods)
+  out.append(loop.Program(
+      f'eval/coverage x{n}', evaluate, (states, thetas), calls=n,
+      params=out[0].params,
+      note='the same program for every method (it reads only the PPO '
+      'state); the region masks, the ground truth and the plots are host '
+      'work'))
+  return out
+
+
+PAPER_SCALE = (
+    'arXiv 2602.15817 (experiments; the released code oswinso/fge): PPO '
+    'with 256x256 tanh MLPs on 1024 envs x 30-step rollouts per iteration, '
+    '5k iterations on ToyLevels (~1.5e8 env steps; Hopper 50k iterations, '
+    '~1.5e9; Kinetix Lander 512 x 16 x 5.5k), FGE with a spline flow (8 '
+    'layers, width 50) and 256x256 classifiers on buffers of up to 100k '
+    'theta, against DR, PLR and RARL.')
 
 
 EXPERIMENT = launch.Experiment('fge', run, schema=experiment_schema(),

@@ -10,6 +10,8 @@ Claims grade the mean return over the final 10% of each run's training
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -108,13 +110,45 @@ def final_mean(rows, key: str, frac: float = FINAL_FRAC) -> np.ndarray:
   return np.asarray(vals)[last].mean(0)
 
 
+def phases(cfg, env_name: str) -> dict[str, tuple]:
+  """{'npg' | 'ppo' | 'rkhs': (phase, init, step, num_updates, rows,
+  seed_ids, init_args)} of the phases `run` trains on `env_name`: the
+  network form's P x S (power, seed) sweep rows, clip-PPO's S seeds and the
+  RKHS form's S seeds, each row one agent on its own env batch."""
+  S, P = cfg.num_seeds, len(cfg.powers)
+  env, tag = envs_lib.make(env_name), _tag(env_name)
+  thr = cfg.solve_threshold if env_name == 'CartPole-v1' else None
+  budget = dict(zip(cfg.envs, cfg.env_steps))[env_name]
+  out = {}
+  if P:
+    init, step = make_network(env, cfg.npg, return_window=cfg.return_window,
+                              solve_threshold=thr)
+    out['npg'] = (f'npg_{tag}', init, step,
+                  budget // (cfg.npg.num_envs * cfg.npg.num_steps), P * S,
+                  list(range(S)) * P,
+                  np.repeat(np.asarray(cfg.powers, np.float32), S))
+  if env_name in cfg.ppo_envs:
+    n_upd = budget // (cfg.ppo.num_envs * cfg.ppo.num_steps)
+    init, step = ppo.make_ppo(env, cfg.ppo, num_updates=n_upd,
+                              return_window=cfg.return_window,
+                              solve_threshold=thr)
+    hp = {k: np.full((S,), cfg.ppo[k], np.float32) for k in ppo.SWEEPABLE}
+    out['ppo'] = (f'ppo_{tag}', init, step, n_upd, S, list(range(S)), hp)
+  if env_name in cfg.rkhs_envs:
+    init, step = make_rkhs(env, cfg.rkhs, return_window=cfg.return_window,
+                           solve_threshold=thr)
+    out['rkhs'] = (f'rkhs_{tag}', init, step,
+                   rkhs_updates(cfg.rkhs, cfg.rkhs_steps), S, list(range(S)),
+                   np.full((S,), cfg.rkhs_power, np.float32))
+  return out
+
+
 def run(r: launch.Run) -> launch.Result:
   """Trains every (env, schedule, seed) and the baselines; checks claims."""
 
   cfg = r.config
   S, P = cfg.num_seeds, len(cfg.powers)
   metrics, speed, series = {}, {}, {}
-  budgets = dict(zip(cfg.envs, cfg.env_steps))
 
   def train(phase, init, step, num_updates, runs, seed_ids, init_args):
     out = r.train(init, step, num_steps=num_updates,
@@ -133,14 +167,9 @@ def run(r: launch.Run) -> launch.Result:
     thr = cfg.solve_threshold if env_name == 'CartPole-v1' else None
     batch = cfg.npg.num_envs * cfg.npg.num_steps
     series[tag] = []
-    if P:  # the network form, one run per (power, seed)
-      init, step = make_network(env, cfg.npg,
-                                return_window=cfg.return_window,
-                                solve_threshold=thr)
-      powers = jnp.repeat(jnp.asarray(cfg.powers, jnp.float32), S)
-      ret, solved, ups = train(f'npg_{tag}', init, step,
-                               budgets[env_name] // batch, P * S,
-                               list(range(S)) * P, powers)
+    todo = phases(cfg, env_name)
+    if 'npg' in todo:  # the network form, one run per (power, seed)
+      ret, solved, ups = train(*todo['npg'])
       labels = [f'npg_p{p:g}' for p in cfg.powers]
       _, first = log_lib.curves(r.rows(), f'npg_{tag}/return')
       for i, lab in enumerate(labels):
@@ -155,16 +184,9 @@ def run(r: launch.Run) -> launch.Result:
       series[tag] += _sweep_series(r.rows(), f'npg_{tag}/return', labels, S,
                                    batch)
 
-    if env_name in cfg.ppo_envs:
+    if 'ppo' in todo:
       pb = cfg.ppo.num_envs * cfg.ppo.num_steps
-      n_upd = budgets[env_name] // pb
-      init, step = ppo.make_ppo(env, cfg.ppo, num_updates=n_upd,
-                                return_window=cfg.return_window,
-                                solve_threshold=thr)
-      hp = jax.tree.map(lambda x: jnp.repeat(x[None], S, 0),
-                        ppo.default_hparams(cfg.ppo))
-      ret, solved, ups = train(f'ppo_{tag}', init, step, n_upd, S,
-                               list(range(S)), hp)
+      ret, solved, ups = train(*todo['ppo'])
       metrics[f'final_return/{tag}/ppo'] = ret
       if thr is not None:
         metrics[f'solved/{tag}/ppo'] = (solved >= 0).astype(float)
@@ -173,13 +195,9 @@ def run(r: launch.Run) -> launch.Result:
       series[tag] += _sweep_series(r.rows(), f'ppo_{tag}/return', ['ppo'], S,
                                    pb)
 
-    if env_name in cfg.rkhs_envs:
-      init, step = make_rkhs(env, cfg.rkhs, return_window=cfg.return_window,
-                             solve_threshold=thr)
-      phase = f'rkhs_{tag}'
-      ret, solved, _ = train(
-          phase, init, step, rkhs_updates(cfg.rkhs, cfg.rkhs_steps), S,
-          list(range(S)), jnp.full((S,), cfg.rkhs_power, jnp.float32))
+    if 'rkhs' in todo:
+      phase = todo['rkhs'][0]
+      ret, solved, _ = train(*todo['rkhs'])
       lab = f'rkhs_p{cfg.rkhs_power:g}'
       metrics[f'final_return/{tag}/{lab}'] = ret
       _, first = log_lib.curves(r.rows(), f'{phase}/return')
@@ -365,6 +383,50 @@ def requires(c) -> list[tuple[str, str]]:
   out = [('gymnax', 'rl')] if any(not e.startswith('brax:') for e in envs) else []
   return out + ([('brax.envs', 'rl')] if any(e.startswith('brax:') for e in envs)
                 else [])
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """Every phase's training chunk and the random-policy control
+  (`benchmarks/paper_variants.py`). Each row of a phase is one agent on its
+  own `num_envs` envs: with one env (the paper's batch structure) and
+  minibatches of 32 there is nothing to split over 'data' (the parallel
+  axis is the P x S rows), so those phases carry batch_axis=False; the RKHS
+  form splits its num_envs x num_steps samples."""
+  out = []
+  S = cfg.num_seeds
+  for env_name in cfg.envs:
+    env, tag = envs_lib.make(env_name), _tag(env_name)
+    for kind, (phase, init, step, n_upd, rows, _, args) in phases(
+        cfg, env_name).items():
+      c = cfg[kind]
+      params = None
+      if kind == 'rkhs':  # w and theta; the random features are fixed
+        params = 2 * env.spec.num_actions * c.num_features
+      prog = loop.train_program(
+          f'train/{phase}', init, step, num_seeds=rows, num_steps=n_upd,
+          chunk_size=min(cfg.updates_per_chunk, n_upd), init_args=args,
+          sharded=sharded, params=params,
+          batch_axis=kind == 'rkhs' or c.num_envs > 1)
+      if not prog.batch_axis:
+        prog = dataclasses.replace(prog, note=(
+            f'{rows} rows x 1 env x {c.num_steps} steps, minibatches of '
+            f'{c.num_steps // c.num_minibatches}: no batch to split'))
+      out.append(prog)
+    out.append(loop.Program(
+        f'eval/random_return/{tag}',
+        jax.jit(lambda keys, env=env: ro.random_return(env, keys)),
+        (jax.ShapeDtypeStruct((S, 2), jnp.uint32),)))
+  return out
+
+
+PAPER_SCALE = (
+    'arXiv 2509.24991 (experiments; the released code main_discrete.py and '
+    'its parameters.json): one shared 2x64 ReLU MLP (policy logits = Q) '
+    'trained by NPG with a one-step TD critic on a single CartPole-v1 / '
+    'Acrobot-v1 env (HalfCheetah-v5 in the camera-ready), an update every '
+    '128 env steps (4 epochs x 4 minibatches of 32, Adam 1e-3), 1000 '
+    'episodes per run, Delta_k = k^-0.2 / -0.5 / -1.5 x 10 seeds; the RKHS '
+    'form is analysed, not run.')
 
 
 EXPERIMENT = launch.Experiment('kernel_ppo', run, schema=config_schema(),

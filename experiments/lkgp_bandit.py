@@ -16,6 +16,7 @@ lam_t = max(noise^2, lambda_max(K_t) / lam_ratio) for the first
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import NamedTuple
@@ -31,6 +32,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.kernels import gp
 
 ALGORITHMS = lkgp.ALGORITHMS
@@ -90,6 +92,9 @@ def config_schema() -> dict[str, cfg_lib.Spec]:
       'ml_lengthscale_grid': cfg_lib.Seq(item=cfg_lib.Float(**pos),
                                          min_len=1),
       'coop_y_lengthscale': cfg_lib.Float(**pos),
+      'buffer_dtype': cfg_lib.Choice(
+          'float64', 'float32', help="the posteriors' [T, T] factors; "
+          'float32 halves the memory (the rest stays float64)'),
       'chunk_size': cfg_lib.Int(min=1),
       'log_every': cfg_lib.Int(min=1),
       'win_fraction': cfg_lib.Float(min=0.0, max=1.0),
@@ -160,7 +165,8 @@ def make_init(cfg):
                          perms.get(ALGORITHMS[a].user_kernel))
         for a in cfg.algorithms])
     penalty = jnp.diagonal(jnp.linalg.inv(K_users), axis1=1, axis2=2)
-    post = gp.init(cfg.horizon, cfg.dim, jnp.float64)
+    post = gp.init(cfg.horizon, cfg.dim, jnp.float64,
+                   buffer_dtype=jnp.dtype(cfg.get('buffer_dtype', 'float64')))
     rep = lambda x: jnp.broadcast_to(x, (R,) + x.shape)
     full = lambda v: jnp.full((R, A), v, jnp.float64)
     return State(
@@ -216,54 +222,64 @@ def make_step(cfg):
       post, lam = jax.lax.cond(t < E, exact, lambda c: c, (post, lam))
     return post, lam, V, jnp.max(f_user[ctx.visible]) - f_user[arm]
 
-  over_algos = jax.vmap(
-      one_algorithm, in_axes=(0,) * 6 + (0,) * 6 + (None,) * 5)
-  over_regimes = jax.vmap(
-      over_algos, in_axes=(0,) * 6 + (None,) * 6 + (0,) + (None,) * 4)
+  # One row per (regime, algorithm), row r * A + a: the batch of a round,
+  # split over the mesh's 'data' axis (R x A must divide it).
+  R, A = len(cfg.regimes), len(cfg.algorithms)
+  over_rows = jax.vmap(one_algorithm, in_axes=(0,) * 13 + (None,) * 4)
+  flat = lambda x: x.reshape(R * A, *x.shape[2:])
+  unflat = lambda x: x.reshape(R, A, *x.shape[1:])
+  cols = tuple(jnp.tile(algo[k], R) for k in (
+      'w_rbf', 'w_lin', 'coef', 'ts', 'per_user')) + (
+          jnp.tile(jnp.arange(A), R),)
 
-  def refit_one(state: State, a: int, kind: str) -> State:
-    """Refits algorithm a's hyperparameters in every regime, exactly."""
-    pick = lambda x: x[:, a]
+  def refit_one(W, kind: str, post, lam, ls):
+    """One algorithm's posterior in one regime refitted exactly:
+    (post, K_users, rho, lengthscale)."""
+    if kind == 'ml':
+      rho, ls = lkgp.ml_grid_fit(post, W, lam, rho_grid, ls_grid)
+      K = lkgp.user_kernel('laplacian', W, rho)
+    else:  # coop
+      rho = jnp.asarray(cfg.rho, jnp.float64)
+      K = lkgp.coop_user_kernel(post, cfg.num_users, ls,
+                                cfg.coop_y_lengthscale)
+    post = gp.rebuild(post, lkgp.joint_kernel(K, 1.0, 0.0, ls), lam)
+    return post, K, rho, ls
 
-    def one_regime(post, lam, ls):
-      if kind == 'ml':
-        rho, ls = lkgp.ml_grid_fit(post, state.W, lam, rho_grid, ls_grid)
-        K = lkgp.user_kernel('laplacian', state.W, rho)
-      else:  # coop
-        rho = jnp.asarray(cfg.rho, jnp.float64)
-        K = lkgp.coop_user_kernel(post, cfg.num_users, ls,
-                                  cfg.coop_y_lengthscale)
-      post = gp.rebuild(post, lkgp.joint_kernel(K, 1.0, 0.0, ls), lam)
-      return post, K, rho, ls
-
-    post, K, rho, ls = jax.vmap(one_regime)(
-        jax.tree.map(pick, state.post), pick(state.lam),
-        pick(state.lengthscale))
-    put = lambda full, part: full.at[:, a].set(part)
-    return state._replace(
-        post=jax.tree.map(put, state.post, post),
-        K_users=put(state.K_users, K), rho=put(state.rho, rho),
-        lengthscale=put(state.lengthscale, ls))
-
-  def refit_all(state: State) -> State:
+  def refit_all(state: State, due: jax.Array) -> State:
+    """Refits every refitted algorithm in every regime, each (algorithm,
+    regime) under its own `lax.cond` on `due`: a cond copies what it may
+    change, so over the whole state it would copy every [T, T] buffer."""
     for a, kind in refits:
-      state = refit_one(state, a, kind)
+      for r in range(R):
+        pick = lambda x, r=r, a=a: x[r, a]
+        sub = (jax.tree.map(pick, state.post), pick(state.K_users),
+               pick(state.rho), pick(state.lengthscale))
+        post, K, rho, ls = jax.lax.cond(
+            due, lambda s, lam, kind=kind: refit_one(
+                state.W, kind, s[0], lam, s[3]),
+            lambda s, lam: s, sub, pick(state.lam))
+        put = lambda full, part, r=r, a=a: full.at[r, a].set(part)
+        state = state._replace(
+            post=jax.tree.map(put, state.post, post),
+            K_users=put(state.K_users, K), rho=put(state.rho, rho),
+            lengthscale=put(state.lengthscale, ls))
     return state
 
   def step(state: State, t: jax.Array):
     ctx = envs.round_context(state.round_key, t, cfg.num_users, cfg.num_arms,
                              k_vis, cfg.noise_std)
     ts_key = jax.random.fold_in(state.ts_key, t)
-    post, lam, V, regret = over_regimes(
-        state.post, state.K_users, state.lengthscale, state.lam, state.V,
-        state.penalty, algo['w_rbf'], algo['w_lin'], algo['coef'],
-        algo['ts'], algo['per_user'], jnp.arange(len(cfg.algorithms)),
-        state.F, state.arms, ctx, ts_key, t)
+    rows = distributed.shard_batch((
+        *jax.tree.map(flat, (state.post, state.K_users, state.lengthscale,
+                             state.lam, state.V, state.penalty)),
+        *cols, jnp.repeat(state.F, A, axis=0)))
+    post, lam, V, regret = jax.tree.map(
+        unflat, over_rows(*rows, state.arms, ctx, ts_key, t))
     state = state._replace(post=post, lam=lam, V=V,
                            cum_regret=state.cum_regret + regret)
     if refits:
       due = ((t + 1) % cfg.refit_every == 0) & (t + 1 < cfg.horizon)
-      state = jax.lax.cond(due, refit_all, lambda s: s, state)
+      state = refit_all(state, due)
     return state, _metrics(cfg, state)
 
   return step
@@ -461,6 +477,82 @@ def run(r: launch.Run) -> launch.Result:
            ylabel=what, title=f'{alg}: {what} per regime')
   return launch.Result(metrics=final,
                        claims=evaluate_claims(cfg, cum, hypers))
+
+
+class _X64:
+  """A compiled function of this experiment as `run` calls it, under
+  `jax.enable_x64` (its posteriors are float64), whatever the caller's
+  setting: its inputs are cast to the dtypes of `args` (the
+  ShapeDtypeStructs it is lowered from), so 32-bit tracers
+  (`jax.make_jaxpr` without x64) and 32-bit zeros work too."""
+
+  def __init__(self, fn, args):
+    self.fn, self.args = fn, args
+
+  def _cast(self, xs):
+    return jax.tree.map(lambda x, s: jnp.asarray(x, s.dtype), xs, self.args)
+
+  def __call__(self, *xs):
+    with jax.enable_x64(True):
+      return self.fn(*self._cast(xs))
+
+  def lower(self, *args):
+    with jax.enable_x64(True):
+      return _X64Lowered(self.fn.lower(*args), self._cast)
+
+
+class _X64Lowered:
+
+  def __init__(self, lowered, cast):
+    self.lowered, self.cast = lowered, cast
+
+  def as_text(self):
+    return self.lowered.as_text()
+
+  def compile(self):
+    with jax.enable_x64(True):
+      compiled = self.lowered.compile()
+
+    def call(*xs):
+      with jax.enable_x64(True):
+        return compiled(*self.cast(xs))
+
+    call.memory_analysis = compiled.memory_analysis
+    return call
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """The compiled bandit loop: a chunk of rounds for every seed x regime x
+  algorithm (the refits under their `lax.cond`), float64 as `run` runs it
+  (`benchmarks/paper_variants.py`). The final metrics are a vmap of
+  indexing."""
+  with jax.enable_x64(True):
+    prog = loop.train_program(
+        'train', make_init(cfg), make_step(cfg), num_seeds=cfg.num_seeds,
+        num_steps=cfg.horizon, chunk_size=cfg.chunk_size, sharded=sharded,
+        params=0)
+
+  def init(mesh):
+    with jax.enable_x64(True):
+      return prog.init(mesh)
+
+  R, A = len(cfg.regimes), len(cfg.algorithms)
+  return [dataclasses.replace(
+      prog, fn=_X64(prog.fn, prog.args), init=prog.init and init,
+      note=(f'{R} x {A} (regime, algorithm) rows of [T, T] '
+            f'{cfg.buffer_dtype} posterior factors per seed, no model '
+            'parameters; the refits (every refit_every rounds, under '
+            'lax.cond) are charged to every round by the FLOP count'))]
+
+
+PAPER_SCALE = (
+    'arXiv 2601.00461 (experiments, synthetic only): n = 20 users on '
+    'Erdos-Renyi or RBF graphs, noise 0.1, three levels (10 / 20 / 50 arms, '
+    '50% / 25% / 10% visible, T = 1000 / 3000 / 5000 rounds) x three reward '
+    'regimes (linear GOB, GP draw, representer draw), LK-GP-UCB / -TS '
+    'against six baselines; exact GP posteriors with O(t^2) updates, no '
+    'trained model (seeds, feature dimension, rho, lambda, beta not in what '
+    'we have of the paper).')
 
 
 EXPERIMENT = launch.Experiment('lkgp_bandit', run, schema=config_schema(),

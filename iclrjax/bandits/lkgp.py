@@ -125,6 +125,12 @@ def joint_kernel(K_users, w_rbf, w_lin, lengthscale) -> gp.JointKernel:
   """K_G[u,u'] (w_rbf RBF(x,x') + w_lin x.x'): one formula for all rules."""
 
   def base(X1, X2):
+    # A weight given as the Python number 0 drops its term (the same
+    # values: no [n1, n2] Gram is made for it).
+    if isinstance(w_lin, (int, float)) and w_lin == 0:
+      return w_rbf * kernels.rbf(X1, X2, lengthscale=lengthscale)
+    if isinstance(w_rbf, (int, float)) and w_rbf == 0:
+      return w_lin * kernels.linear(X1, X2)
     return (w_rbf * kernels.rbf(X1, X2, lengthscale=lengthscale)
             + w_lin * kernels.linear(X1, X2))
 

@@ -73,10 +73,18 @@ def multi_user_kernel(K_users: jax.Array,
   return k
 
 
-def init(capacity: int, dim: int, dtype=jnp.float64) -> Posterior:
-  """An empty posterior that can hold `capacity` observations."""
+def init(capacity: int, dim: int, dtype=jnp.float64,
+         buffer_dtype=None) -> Posterior:
+  """An empty posterior that can hold `capacity` observations.
+
+  `buffer_dtype` (default `dtype`): of the [T, T] factor C only, the one
+  array of size T^2. float32 halves the memory of a float64 posterior; the
+  products with C then run in float32 and everything else in `dtype`
+  (check the accuracy at the size used: the error grows with the
+  condition number of K_t + lam I).
+  """
   return Posterior(
-      C=jnp.eye(capacity, dtype=dtype),
+      C=jnp.eye(capacity, dtype=buffer_dtype or dtype),
       a=jnp.zeros((capacity,), dtype),
       X=jnp.zeros((capacity, dim), dtype),
       u=jnp.zeros((capacity,), jnp.int32),
@@ -96,6 +104,12 @@ def _cross(post: Posterior, Xq: jax.Array, uq: jax.Array,
 def _diag(Xq: jax.Array, uq: jax.Array, kernel: JointKernel) -> jax.Array:
   return jax.vmap(lambda x, u: kernel(x[None], u[None], x[None], u[None])[0, 0]
                   )(Xq, uq)
+
+
+def _times_c(post: Posterior, x: jax.Array) -> jax.Array:
+  """C @ x in C's dtype, returned in x's (the identity casts for a
+  posterior whose buffer has the dtype of the rest)."""
+  return (post.C @ x.astype(post.C.dtype)).astype(x.dtype)
 
 
 def _eager(post: Posterior) -> Posterior:
@@ -127,13 +141,14 @@ def append(post: Posterior, x: jax.Array, u: jax.Array, y: jax.Array,
   x = x.astype(post.X.dtype)
   if l is None:
     k = _cross(post, x[None], u[None], kernel)[:, 0]
-    l = post.C @ k
+    l = _times_c(post, k)
     d2 = _diag(x[None], u[None], kernel)[0] + noise_var - l @ l
   else:
     d2 = var + noise_var
   d = jnp.sqrt(jnp.maximum(d2, jitter))
   t = post.t
-  row = (-(l @ post.C) / d).at[t].set(1.0 / d)
+  lc = (l.astype(post.C.dtype) @ post.C).astype(l.dtype)
+  row = (-lc / d).at[t].set(1.0 / d).astype(post.C.dtype)
   return Posterior(
       C=jax.lax.dynamic_update_slice(post.C, row[None], (t, jnp.zeros_like(t))),
       a=post.a.at[t].set((y - l @ post.a) / d),
@@ -153,7 +168,7 @@ def predict_v(post: Posterior, Xq: jax.Array, uq: jax.Array,
   if post.C is None:
     v = jax.scipy.linalg.solve_triangular(post.L, K, lower=True)
   else:
-    v = post.C @ K
+    v = _times_c(post, K)
   mean = v.T @ post.a
   var = _diag(Xq.astype(post.X.dtype), uq, kernel) - jnp.sum(v * v, axis=0)
   return mean, jnp.maximum(var, 0.0), v
@@ -181,16 +196,26 @@ def rebuild(post: Posterior, kernel: JointKernel,
   """The same observations under a new kernel or noise variance, exactly.
 
   One Cholesky of the padded Gram (`size` x `size`, default the capacity;
-  pass a static `size` >= t to refit a short history cheaply).
+  pass a static `size` >= t to refit a short history cheaply). The new
+  factor is written into the top-left block of the buffer, which is the
+  identity elsewhere (t <= size), so a short refit makes no [T, T]
+  temporary.
   """
   n = size or post.X.shape[0]
   L = jnp.linalg.cholesky(_padded_gram(post, kernel, noise_var, size))
   Cn = jax.scipy.linalg.solve_triangular(L, jnp.eye(n, dtype=L.dtype),
                                          lower=True)
   cap = post.X.shape[0]
-  C = jnp.eye(cap, dtype=L.dtype).at[:n, :n].set(Cn)
   y = jnp.where(jnp.arange(cap) < post.t, post.y, 0.0)
-  return post._replace(C=C, a=C @ y, L=None)
+  if post.C is None:
+    C = jnp.eye(cap, dtype=L.dtype).at[:n, :n].set(Cn)
+    return post._replace(C=C, a=C @ y, L=None)
+  C = post.C.at[:n, :n].set(Cn.astype(post.C.dtype))
+  if C.dtype == L.dtype:
+    a = C @ y
+  else:  # a in the posterior's precision, not the buffer's (y = 0 past n)
+    a = jnp.zeros_like(y).at[:n].set(Cn @ y[:n])
+  return post._replace(C=C, a=a, L=None)
 
 
 def log_marginal_likelihood(post: Posterior, kernel: JointKernel,

@@ -65,6 +65,7 @@ import ml_collections
 import optax
 
 from iclrjax.core import config as cfg_lib
+from iclrjax.core import distributed
 from iclrjax.kernels import features as features_lib
 from iclrjax.rl import distributions as dist
 from iclrjax.rl import envs as envs_lib
@@ -250,7 +251,7 @@ def _proximal_update(state: AgentState, k: jax.Array, data: Any, loss_fn,
   delta = delta_schedule(k, state.power, c.beta0)
   params, opt_state, info = ro.sgd_epochs(
       loss_fn, tx, state.params, state.opt_state, data, key, c.num_epochs,
-      c.num_minibatches, c.shuffle, 1.0 / delta)
+      c.num_minibatches, c.shuffle, 1.0 / delta, shard=c.num_envs > 1)
   env_steps = state.env_steps + c.num_envs * c.num_steps
   ret, solved_at = ro.update_solved(state.stats, env_steps, state.solved_at,
                                     solve_threshold)
@@ -528,18 +529,22 @@ def make_rkhs(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
       steps_k = jnp.int32(c.num_steps)
       ridge = jnp.asarray(c.ridge, jnp.float32)
     active = jnp.arange(c.num_steps) < steps_k
+    # The few envs stay whole (they need not divide the mesh); the batch
+    # split over 'data' is the n_max = num_steps x num_envs samples the
+    # kernel-TD iterations run on.
     batch, env_state, obs, stats = ro.rollout(
         env, policy, p, state.env_state, state.obs, state.stats, _no_norm(),
-        k_roll, c.num_steps, normalize_obs=False, active=active)
+        k_roll, c.num_steps, normalize_obs=False, active=active, shard=False)
     flat = lambda x: x.reshape(-1, *x.shape[2:])
-    phi0 = feats(p, flat(batch.obs))                       # [n, D]
-    phi1 = feats(p, flat(batch.final_obs))                 # [n, D]
-    a0 = flat(batch.action)
+    s0, s1, a0, term, r, valid = distributed.shard_batch((
+        flat(batch.obs), flat(batch.final_obs), flat(batch.action),
+        flat(batch.terminated), flat(batch.reward),
+        jnp.repeat(active, c.num_envs).astype(jnp.float32)))
+    phi0 = feats(p, s0)                                    # [n, D]
+    phi1 = feats(p, s1)                                    # [n, D]
     onehot = jax.nn.one_hot(a0, A)                         # [n, A]
     pi1 = jax.nn.softmax(phi1 @ p.theta.T)                 # pi_k(.|s1)
-    cont = 1.0 - flat(batch.terminated).astype(jnp.float32)
-    r = flat(batch.reward)
-    valid = jnp.repeat(active, c.num_envs).astype(jnp.float32)
+    cont = 1.0 - term.astype(jnp.float32)
     # Joint features of omega0 = (s0, a0): onehot(a0) (x) phi(s0).
     phi_sa = (onehot[:, :, None] * phi0[:, None, :]).reshape(-1, A * D)
 

@@ -242,7 +242,7 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
 
     params, opt_state, info = ro.sgd_epochs(
         loss_fn, tx, state.params, opt_state, data, k_upd, c.num_epochs,
-        c.num_minibatches, c.shuffle, hp)
+        c.num_minibatches, c.shuffle, hp, shard=c.num_envs > 1)
     env_steps = (t + 1) * batch_size
     ret, solved_at = ro.update_solved(stats, env_steps, state.solved_at,
                                       solve_threshold)

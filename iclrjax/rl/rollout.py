@@ -119,7 +119,8 @@ PolicyFn = Callable[[Any, jax.Array, jax.Array],
 def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
             env_state: Any, obs: jax.Array, stats: EpisodeStats,
             norm: RunningNorm, key: jax.Array, num_steps: int,
-            normalize_obs: bool, active: jax.Array | None = None
+            normalize_obs: bool, active: jax.Array | None = None,
+            shard: bool = True
             ) -> tuple[Batch, Any, jax.Array, EpisodeStats]:
   """`num_steps` steps of `num_envs` envs (leading axis of env_state/obs).
 
@@ -129,13 +130,21 @@ def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
   and must be masked by the caller).
 
   The env axis is the batch axis of the mesh: env states, observations,
-  episode statistics and the collected batch are split over its 'data'
-  axis (`distributed.shard_batch`), so a 1-seed run steps its envs on every
-  device.
+  the per-env episode statistics and the collected batch are split over its
+  'data' axis (`distributed.shard_batch`; the ring buffer of recent returns
+  is no env axis and stays whole), so a 1-seed run steps its envs on every
+  device. `shard=False` leaves the envs whole, for a caller that splits its
+  own batch instead (one env is never split).
   """
   num_envs = obs.shape[0]
   step_env = jax.vmap(env.step)
   masked = active is not None
+  mark = distributed.shard_batch if shard else (lambda x: x)
+
+  def shard_envs(env_state, obs, stats):
+    env_state, obs, ret, length = mark(
+        (env_state, obs, stats.ep_return, stats.ep_length))
+    return env_state, obs, stats._replace(ep_return=ret, ep_length=length)
 
   def body(carry, xs):
     k, live = xs
@@ -155,11 +164,10 @@ def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
       carry = jax.tree.map(lambda n, o: jnp.where(live, n, o), carry,
                            (env_state, obs, stats))
       done = done & live
-    return distributed.shard_batch(carry), (distributed.shard_batch(b),
-                                            done, finished)
+    return shard_envs(*carry), (mark(b), done, finished)
 
   (env_state, obs, stats), (batch, done, finished) = jax.lax.scan(
-      body, distributed.shard_batch((env_state, obs, stats)),
+      body, shard_envs(env_state, obs, stats),
       (jax.random.split(key, num_steps),
        active if masked else jnp.ones((num_steps,), bool)))
   return batch, env_state, obs, stats.push(done, finished)
@@ -210,18 +218,26 @@ def minibatches(key: jax.Array | None, tree: Any, num_minibatches: int
 def sgd_epochs(loss_fn: Callable[..., tuple[jax.Array, Any]],
                tx: optax.GradientTransformation, params: Any, opt_state: Any,
                data: Any, key: jax.Array, num_epochs: int,
-               num_minibatches: int, shuffle: bool, *args: Any
-               ) -> tuple[Any, Any, Any]:
+               num_minibatches: int, shuffle: bool, *args: Any,
+               shard: bool = False) -> tuple[Any, Any, Any]:
   """`num_epochs` passes over `data` ([T, E, ...] leaves) in
   `num_minibatches` gradient steps each, all under `lax.scan`:
   `loss_fn(params, minibatch, *args) -> (loss, info)`. Returns
-  (params, opt_state, info [num_epochs, num_minibatches, ...])."""
+  (params, opt_state, info [num_epochs, num_minibatches, ...]).
+
+  `shard`: each minibatch is split over the mesh's 'data' axis
+  (`distributed.shard_batch`), as the env batch it came from is; callers
+  pass `num_envs > 1`, since a one-env rollout's few dozen samples are no
+  batch worth splitting.
+  """
+  mark = distributed.shard_batch if shard else (lambda x: x)
 
   def epoch(carry, k):
     mbs = minibatches(k if shuffle else None, data, num_minibatches)
 
     def update(carry, mb):
       params, opt_state = carry
+      mb = mark(mb)
       grads, info = jax.grad(loss_fn, has_aux=True)(params, mb, *args)
       updates, opt_state = tx.update(grads, opt_state, params)
       return (optax.apply_updates(params, updates), opt_state), info

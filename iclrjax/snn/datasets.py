@@ -626,6 +626,34 @@ def check_available(kind: str,
         f'Unknown spike dataset kind {kind!r}; use one of {KINDS}.')
 
 
+# SHD's published split sizes (Cramer et al. 2020): examples per split.
+SHD_SIZES = {'train': 8156, 'test': 2264}
+
+
+def shapes(kind: str, **kwargs: Any) -> tuple[int, int, int, int, int]:
+  """(num_train, num_test, T, C, num_classes) of `load(kind, **kwargs)`,
+  from the arguments alone: nothing is read or generated (for compile-only
+  cost estimates). N-TIDIGITS' sizes are only known from its file.
+  """
+  if kind == 'mnist1d':
+    n = int(kwargs.get('num_samples', 6000))
+    n_train = int(n * 0.8)  # make_dataset's 80 / 20 split
+    return (n_train, n - n_train,
+            MNIST1D_LENGTH * int(kwargs.get('upsample', 2)),
+            int(kwargs.get('neurons', 32)), MNIST1D_CLASSES)
+  if kind == 'synthetic_digits':
+    return (int(kwargs.get('num_train', 2000)),
+            int(kwargs.get('num_test', 500)), int(kwargs.get('steps', 50)),
+            int(kwargs.get('neurons', 32)),
+            int(kwargs.get('num_classes', 10)))
+  if kind == 'shd':
+    return (SHD_SIZES['train'], SHD_SIZES['test'],
+            int(kwargs.get('num_steps', 100)),
+            int(kwargs.get('num_units', SHD_UNITS)), SHD_CLASSES)
+  raise ValueError(f'shapes({kind!r}): its split sizes are only known from '
+                   'the data files; use one of mnist1d, synthetic_digits, shd')
+
+
 def _from_tfds(name: str, data_dir: data_lib.PathLike | None) -> SpikeData:
   splits = {s: data_lib.as_numpy(name, s, data_dir=data_dir)
             for s in ('train', 'test')}

@@ -165,3 +165,28 @@ def test_append_to_a_full_buffer_raises_under_jit(problem):
   np.testing.assert_allclose(mean, want, atol=1e-8)
   with pytest.raises(ValueError, match='capacity=3'):
     gp.from_data(p['X'][:4], p['u'][:4], p['y'][:4], k, 0.01, capacity=3)
+
+
+def test_float32_factor_stays_close_to_the_float64_posterior(problem):
+  """`buffer_dtype=float32` (half the memory of the [T, T] factor): the
+  posterior stays float64 and within 1e-3 of the exact one at t = 500;
+  a short refit (`rebuild(..., size=)`) keeps the buffer's dtype."""
+  p = problem
+  k = p['kernel']
+
+  def incremental(X, u, y, Xq, uq):
+    post = gp.init(p['T'], X.shape[1], buffer_dtype=jnp.float32)
+    body = lambda s, o: (gp.append(s, *o, kernel=k, noise_var=0.01), None)
+    post = jax.lax.scan(body, post, (X, u, y))[0]
+    return post, gp.predict(post, Xq, uq, k)
+
+  post, (mean, var) = jax.jit(incremental)(p['X'], p['u'], p['y'], p['Xq'],
+                                           p['uq'])
+  mean_f, var_f = gp.full_posterior(p['X'], p['u'], p['y'], p['Xq'], p['uq'],
+                                    k, 0.01)
+  assert post.C.dtype == jnp.float32 and mean.dtype == jnp.float64
+  np.testing.assert_allclose(mean, mean_f, atol=1e-3, rtol=0)
+  np.testing.assert_allclose(var, var_f, atol=1e-4, rtol=0)
+  short = gp.rebuild(gp.init(p['T'], 4, buffer_dtype=jnp.float32), k, 0.01,
+                     size=16)
+  assert short.C.dtype == jnp.float32 and short.a.dtype == jnp.float64
