@@ -156,10 +156,10 @@ def _two_processes(module, args, workdir):
 
 
 @pytest.mark.parametrize('name,overrides', [
-    # RL: clip-PPO's batch of 4 envs split over the 'data' axis (mesh 2 x 4)
-    # and the NPG-TD rows; the RKHS phase and a second power are dropped to
-    # keep the test short.
-    ('kernel_ppo', ('--config.ppo.num_envs=4', '--config.rkhs_envs=()',
+    # RL: clip-PPO's batch of 8 envs split over the 'data' axis and the
+    # NPG-TD rows; the RKHS phase and a second power are dropped to keep the
+    # test short.
+    ('kernel_ppo', ('--config.ppo.num_envs=8', '--config.rkhs_envs=()',
                     '--config.powers=(0.5,)')),
     # Supervised: the training split is a sharded argument of the loop and
     # each minibatch of 64 is split over 'data' (mesh 2 x 4); one group.
@@ -167,7 +167,7 @@ def _two_processes(module, args, workdir):
     # LM: its config check traces the task (no backend may start before
     # jax.distributed.initialize); SFT batch and GRPO prompts over 'data'.
     ('lm_grpo', ('--config.sft_steps=10', '--config.grpo_steps=2',
-                 '--config.num_seeds=1')),
+                 '--config.num_seeds=1', '--config.prompts_per_step=8')),
 ])
 def test_two_processes_match_one_process(name, overrides, tmp_path):
   """Multi-host path: 2 processes x 4 CPU devices, jax.distributed + gloo."""
