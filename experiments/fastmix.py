@@ -27,6 +27,7 @@ decoder for the searches, and the found mixtures used to train a larger one.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, NamedTuple
 
@@ -40,6 +41,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
+from iclrjax.core import loop
 from iclrjax.lm import model as lm_model
 from iclrjax.lm import tasks
 from iclrjax.stats import fastmix
@@ -119,9 +121,11 @@ def mlp_task(a) -> Task:
 
 
 def source_batches(key, pools: Pools, batch: int):
-  """One batch per source (leaves [K, B, ...])."""
+  """One batch per source (leaves [K, B, ...]); B is split over the mesh's
+  'data' axis."""
   K, N = jax.tree.leaves(pools.train)[0].shape[:2]
-  idx = jax.random.randint(key, (K, batch), 0, N)
+  idx = distributed.shard_batch(jax.random.randint(key, (K, batch), 0, N),
+                                axis=1)
   take = jax.vmap(lambda v, i: v[i])
   return jax.tree.map(lambda v: take(v, idx), pools.train)
 
@@ -129,7 +133,7 @@ def source_batches(key, pools: Pools, batch: int):
 def val_batch(key, pools: Pools, batch: int, control: bool = False):
   src = pools.alt if control else pools.val
   n = jax.tree.leaves(src)[0].shape[0]
-  idx = jax.random.randint(key, (batch,), 0, n)
+  idx = distributed.shard_batch(jax.random.randint(key, (batch,), 0, n))
   return jax.tree.map(lambda v: v[idx], src)
 
 
@@ -161,8 +165,8 @@ def make_fixed(a, task: Task, num_steps: int):
                       jnp.full((), jnp.nan), jnp.full((), jnp.nan))
 
   def evaluate(params, pools):
-    return (task.loss(params, pools.val).mean(),
-            task.loss(params, pools.test).mean())
+    val, test = distributed.shard_batch((pools.val, pools.test))
+    return task.loss(params, val).mean(), task.loss(params, test).mean()
 
   def step(state, t, pools_S):
     pools = _select(pools_S, state.seed)
@@ -469,6 +473,70 @@ def run_lm(r: launch.Run) -> dict[str, Any]:
   s['cost']['oracle'] = (b.oracle_mixtures * b.final_steps * len(SOURCES)
                          * b.batch_size)
   return s
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """Every part's four training phases at the config's shapes: the FastMix
+  searches (and their controls), RegMix's proxies with DoReMi's reference,
+  DoReMi's proxy and the final models (`benchmarks/paper_variants.py`)."""
+  S, K = cfg.num_seeds, len(SOURCES)
+  keys = jax.ShapeDtypeStruct((S, 2), jnp.uint32)
+  rows = lambda n, *shape, dtype=jnp.float32: jax.ShapeDtypeStruct(
+      (n,) + shape, dtype)
+  progs = []
+  for part in ('synthetic', 'lm'):
+    a = cfg[part]
+    if part == 'synthetic':
+      task = final_task = mlp_task(a)
+      make = lambda k, a=a: make_pools(k, a)
+    else:
+      L = lm_length(a)
+      task, final_task = lm_task(a.proxy, L), lm_task(a.final, L)
+      make = lambda k, a=a: make_lm_pools(k, a)
+    pools_S = jax.eval_shape(jax.vmap(make), keys)
+    search = dict(num_steps=a.search_steps, data=pools_S, sharded=sharded,
+                  chunk_size=min(a.chunk_size, a.search_steps))
+    M = a.num_proxies
+    P = len(METHODS) - 1 + a.oracle_mixtures   # every method but the oracle
+    seed = lambda n: rows(n, dtype=jnp.int32)
+    evals = (f'the val/test losses ({a.val_size} + {a.test_size} examples) '
+             f'run under lax.cond every {a.eval_every} steps, which the FLOP '
+             'count charges to every step')
+    proxies = loop.train_program(
+        f'train/{part}_proxies', *make_fixed(a, task, a.search_steps),
+        num_seeds=(M + 1) * S, init_args=(seed((M + 1) * S),
+                                           rows((M + 1) * S, K)), **search)
+    final = loop.train_program(
+        f'train/{part}_final', *make_fixed(a, final_task, a.final_steps),
+        num_seeds=P * S, num_steps=a.final_steps, data=pools_S,
+        chunk_size=min(a.chunk_size, a.final_steps),
+        init_args=(seed(P * S), rows(P * S, K)), sharded=sharded)
+    progs += [
+        loop.train_program(
+            f'train/{part}_fastmix', *make_fastmix(a, cfg.fastmix, task),
+            num_seeds=2 * S, init_args=(seed(2 * S),
+                                        rows(2 * S, dtype=jnp.bool_)),
+            **search),
+        dataclasses.replace(proxies, note=(
+            f'{M} RegMix proxies and DoReMi\'s reference per seed, as rows; '
+            'the LightGBM fit and its simplex search are host work; '
+            + evals)),
+        loop.train_program(
+            f'train/{part}_doremi', *make_doremi(a, cfg.doremi, task),
+            num_seeds=S, init_args=(seed(S), jax.eval_shape(
+                jax.vmap(task.init), keys)), **search),
+        dataclasses.replace(final, note=f'{P} mixtures per seed as rows; '
+                            + evals)]
+  return progs
+
+
+PAPER_SCALE = (
+    'arXiv 2606.14971: pre-training mixtures over the Pile\'s 17 domains, '
+    'searched with one 1M-parameter proxy (the released code\'s Llama '
+    'config: hidden 256, 2 layers, 8 heads; z updated every 1000 steps) '
+    'against RegMix\'s 512 proxies, then a 1B model trained on 25B tokens '
+    'and scored on 14 benchmarks; and SFT of Qwen2.5-Math 7B over 8 '
+    'domains. Batch sizes and step counts were not extracted.')
 
 
 # -- run, claims, plots -------------------------------------------------------

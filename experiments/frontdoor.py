@@ -17,6 +17,7 @@ b- and g-stages stay linear in every case.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import jax
@@ -28,6 +29,7 @@ from iclrjax.causal import frontdoor as fd
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
+from iclrjax.core import loop
 
 ESTIMATORS = ('fd_pi', 'fd_dr', 'fd_r', 'fd_r3')
 NUISANCE_TEXT = {'linear': 'well-specified parametric nuisances, where the '
@@ -82,24 +84,35 @@ def settings(cfg) -> dict[str, list[tuple[str, int, str, float, float]]]:
   }
 
 
+def groups(cfg) -> dict[tuple[str, int], list[tuple[str, float, float]]]:
+  """(kind, n) -> [(name, kappa, delta)]: the settings of one phase (one
+  compiled program), each setting once."""
+  out: dict[tuple[str, int], list] = {}
+  for rows in settings(cfg).values():
+    for name, n, kind, kappa, delta in rows:
+      g = out.setdefault((kind, n), [])
+      if name not in [x[0] for x in g]:
+        g.append((name, kappa, delta))
+  return out
+
+
+def phase_args(points, num_seeds: int) -> tuple[np.ndarray, np.ndarray]:
+  """init_args of a phase: (delta, kappa) per row, settings x replications."""
+  return (np.repeat(np.asarray([p[2] for p in points], np.float32), num_seeds),
+          np.repeat(np.asarray([p[1] for p in points], np.float32), num_seeds))
+
+
 def run(r: launch.Run) -> launch.Result:
   cfg = r.config
   sweeps = settings(cfg)
   # One phase (one compiled program) per (kind, n): its settings and
   # replications are one flattened seed axis; replication i has seed i in
   # every setting (common random numbers across delta).
-  groups: dict[tuple[str, int], list] = {}
-  for rows in sweeps.values():
-    for name, n, kind, kappa, delta in rows:
-      g = groups.setdefault((kind, n), [])
-      if name not in [x[0] for x in g]:
-        g.append((name, kappa, delta))
   result: dict[str, np.ndarray] = {}
   S = cfg.num_seeds
-  for (kind, n), points in groups.items():
+  for (kind, n), points in groups(cfg).items():
     init, step = make_setting(n, cfg.d, kind, cfg.nuisance)
-    args = (jnp.repeat(jnp.asarray([p[2] for p in points], jnp.float32), S),
-            jnp.repeat(jnp.asarray([p[1] for p in points], jnp.float32), S))
+    args = tuple(jnp.asarray(a) for a in phase_args(points, S))
     out = r.train(init, step, num_steps=1, chunk_size=1,
                   phase=f'{kind}_n{n}', num_seeds=len(points) * S,
                   seed_ids=list(range(S)) * len(points), init_args=args,
@@ -203,6 +216,35 @@ def check_config(c: ml_collections.ConfigDict) -> None:
   cfg_lib.check(len(c.claim_ns) >= 2, 'claim_ns', c.claim_ns,
                 'a slope needs >= 2 values of n')
 
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """The one-step chunk of every (kind, n) phase (its settings x
+  replications are the vmapped rows; `benchmarks/paper_variants.py`)."""
+  S = cfg.num_seeds
+  note = ('no trained model: each row draws one replication of n samples '
+          'and cross-fits its nuisances inside the step')
+  if cfg.nuisance == 'xgb':
+    note += ('; the XGBoost fits (5 nuisances x 8 folds per row, 50 trees) '
+             'are host work through pure_callback, one row at a time, not '
+             'counted in the FLOPs')
+  progs = []
+  for (kind, n), points in groups(cfg).items():
+    init, step = make_setting(n, cfg.d, kind, cfg.nuisance)
+    p = loop.train_program(f'train/{kind}_n{n}', init, step,
+                           num_seeds=len(points) * S, num_steps=1,
+                           chunk_size=1, init_args=phase_args(points, S),
+                           sharded=sharded, params=0)
+    progs.append(dataclasses.replace(p, note=note))
+  return progs
+
+
+PAPER_SCALE = (
+    'arXiv 2509.22531 trains no model: its simulations (the released '
+    'yonghanjung/FD-CATE, FDCATE.py) draw the md DGP with d = 10 at n in '
+    '{1000, 2500, 5000, 10000, 20000, 50000}, the delta and weak-overlap '
+    '(kappa 2..10) sweeps at n = 5000, 5 replications per setting (10 in '
+    'its simulation log), with XGBoost nuisances (50 trees, depth 3, lr '
+    '0.1) cross-fitted in 2 folds (3 for FD-R3).')
 
 EXPERIMENT = launch.Experiment('frontdoor', run, requires=lambda c: (
     # Checked before any compute: inside the compiled program the error would

@@ -29,6 +29,8 @@ chosen on the even runs and KL scored on the odd ones.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -40,6 +42,7 @@ import optax
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
+from iclrjax.core import loop
 from iclrjax.stats import sgd_llc
 
 MODELS = ('regular', 'rank_deficient', 'product', 'regular_2', 'dln')
@@ -121,6 +124,9 @@ def make_calibration(c: ml_collections.ConfigDict):
     out = []
     for i, name in enumerate(MODELS):
       loss, data, w0 = probs[name]
+      # The n examples are the batch of the full-batch descent to w*; the
+      # SGLD chains' minibatches are marked in `sgd_llc.sgld_step`.
+      data = distributed.shard_batch(data)
       w_star = sgd_llc.minimise(loss, w0, data, num_steps=c.minimise_steps,
                                 lr=c.minimise_lr)
       est = sgd_llc.estimate_llc(
@@ -210,8 +216,8 @@ def make_runs(c: ml_collections.ConfigDict, kind: str):
     if kind == 'sgd':
       # with replacement, as the SGLD runs draw theirs (an epoch
       # permutation per step costs more than the MLP's step here)
-      idx = jax.random.randint(jax.random.fold_in(k_t, 2), (c.batch_size,),
-                               0, c.n)
+      idx = distributed.shard_batch(jax.random.randint(
+          jax.random.fold_in(k_t, 2), (c.batch_size,), 0, c.n))
       batch = jax.tree.map(lambda a: a[idx], data)
       value, grads = jax.value_and_grad(
           lambda p: sgd_llc.full_loss(loss, p, batch))(state.params)
@@ -301,12 +307,16 @@ def fit_windows(c, r_early, r_late):
                                        jnp.asarray(r_early[:, e_sel]))))
 
 
-def function_features(c, params) -> np.ndarray:
+def probe_probs(c, params) -> jax.Array:
   """Class-1 probability of every solution on the probe grid [runs, g^2]."""
   net = _net(c)
   grid = probe_grid(c.probe_grid)
-  probs = jax.vmap(lambda p: jax.nn.softmax(net.apply(p, grid))[:, 1])(params)
-  return np.asarray(probs)
+  return jax.vmap(lambda p: jax.nn.softmax(net.apply(p, grid))[:, 1])(params)
+
+
+def function_features(c, params) -> np.ndarray:
+  """`probe_probs` on the host: the k-means features [runs, g^2]."""
+  return np.asarray(probe_probs(c, params))
 
 
 def cluster(c, seed: int, feats: np.ndarray) -> np.ndarray:
@@ -368,6 +378,57 @@ def concentration(c, seed, res, d_s) -> dict[str, Any]:
   out['raw_kl'] = float(sgd_llc.kl_divergence(
       jnp.asarray(out['mass_sgld']), jnp.asarray(out['mass_sgd'])))
   return out
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """The calibration step, the moons SGD / SGLD chunks, the endpoint LLC
+  step and the probe-grid features (`benchmarks/paper_variants.py`)."""
+  l, c = cfg.llc, cfg.moons
+  R, total = c.num_runs, c.warmup_steps + c.late_steps
+  data = (jax.ShapeDtypeStruct((c.n, 2), jnp.float32),
+          jax.ShapeDtypeStruct((c.n,), jnp.int32))
+  calib = loop.train_program(
+      'train/llc', *make_calibration(l), num_seeds=cfg.num_seeds,
+      num_steps=1, chunk_size=1, sharded=sharded,
+      params=2 * l.d + 4 + _dln_params(l))
+  progs = [dataclasses.replace(calib, note=(
+      f'per seed {len(MODELS)} models: full-batch descent to w* '
+      f'({l.minimise_steps} steps on n = {l.n}), then {l.num_chains} SGLD '
+      f'chains x {l.num_steps} steps; params: the five models\' '
+      'parameters together'))]
+  for kind in ('sgd', 'sgld'):
+    progs.append(loop.train_program(
+        f'train/{kind}', *make_runs(c, kind), num_seeds=R, num_steps=total,
+        chunk_size=min(c.chunk_size, total), data=data, sharded=sharded))
+  init = make_runs(c, 'sgd')[0]
+  params = jax.eval_shape(jax.vmap(init),
+                          jax.ShapeDtypeStruct((R, 2), jnp.uint32)).params
+  llc = loop.train_program(
+      'train/llc_point x2', *make_point_llc(c), num_seeds=R, num_steps=1,
+      chunk_size=1, data=data, init_args=params, sharded=sharded)
+  both = jax.tree.map(lambda a: jax.ShapeDtypeStruct((2 * R,) + a.shape[1:],
+                                                     a.dtype), params)
+  return progs + [
+      dataclasses.replace(llc, calls=2, note=(
+          f'llc_sgd and llc_sgld: {c.llc_num_chains} SGLD chains x '
+          f'{c.llc_num_steps} steps at every endpoint')),
+      loop.Program('eval/probe_features',
+                   jax.jit(functools.partial(probe_probs, c)), (both,),
+                   params=loop.count_params(params) // R,
+                   note=('the SGD and SGLD endpoints on the probe grid; '
+                         'the moons data (sklearn), the displacement fits, '
+                         'k-means (sklearn) and the tempering scan are '
+                         'host work'))]
+
+
+PAPER_SCALE = (
+    'arXiv 2503.22478: the diffusion check on TinyStories-1M/33M, '
+    'TinyLlama-15M, ResNet18/34 and VGG16 checkpoints (Table 1, LLC by '
+    'devinterp) and MNIST MLPs; the posterior-concentration experiment '
+    'trains an ensemble of small fully connected nets on sklearn\'s two '
+    'moons with SGD against SGLD (Fig. 1 and the cluster masses); the batch '
+    'size, learning rate, run count and steps are in its appendix G, not '
+    'extracted.')
 
 
 # -- run, claims, plots -------------------------------------------------------

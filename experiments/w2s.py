@@ -25,6 +25,7 @@ the group-balanced test set (every test digit on both backgrounds).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -38,6 +39,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
+from iclrjax.core import loop
 from iclrjax.stats import datasets
 from iclrjax.stats import w2s
 
@@ -92,34 +94,49 @@ def theory_points(t) -> dict[str, list[tuple[float, float, float, float]]]:
   }
 
 
+THEORY_GROUPS = {'teacher': ('eta', 'eta_control', 'align'),
+                 'complement': ('align_control',)}
+
+
+def theory_phases(t) -> list[tuple[str, str, list]]:
+  """[(align_to, phase name, points)]: every group's sweep points
+  (`THEORY_GROUPS`), `points_per_phase` at a time (0: all in one)."""
+  sweeps = theory_points(t)
+  out = []
+  for align_to, names in THEORY_GROUPS.items():
+    points = [p for n in names for p in sweeps[n]]
+    k = t.points_per_phase or len(points)
+    for i in range(0, len(points), k):
+      suffix = f'_{i // k}' if k < len(points) else ''
+      out.append((align_to, f'theory_{align_to}{suffix}', points[i:i + k]))
+  return out
+
+
+def theory_args(points, num_seeds: int) -> np.ndarray:
+  """init_args of a theory phase: the point of every row [points x seeds, 4]."""
+  return np.repeat(np.asarray(points, np.float32), num_seeds, axis=0)
+
+
 def run_theory(r: launch.Run) -> dict[str, np.ndarray]:
   """sweep -> risks [points, seeds, len(THEORY_KEYS)]."""
   cfg = r.config
   S = cfg.num_seeds
   sweeps = theory_points(cfg.theory)
-  groups = {'teacher': ['eta', 'eta_control', 'align'],
-            'complement': ['align_control']}
-  out = {}
-  for align_to, names in groups.items():
-    points = [p for n in names for p in sweeps[n]]
+  risks = {align_to: [] for align_to in THEORY_GROUPS}
+  for align_to, phase, part in theory_phases(cfg.theory):
     init, step = make_theory(cfg.theory, align_to)
-    k = cfg.theory.points_per_phase or len(points)
-    risks = []
-    for i in range(0, len(points), k):
-      part = points[i:i + k]
-      args = jnp.repeat(jnp.asarray(part, jnp.float32), S, axis=0)
-      suffix = f'_{i // k}' if k < len(points) else ''
-      res = r.train(init, step, num_steps=1, chunk_size=1,
-                    phase=f'theory_{align_to}{suffix}',
-                    num_seeds=len(part) * S,
-                    seed_ids=list(range(S)) * len(part), init_args=args,
-                    log_every=1)
-      risks.append(np.asarray(distributed.to_host(res.state.risks)).reshape(
-          len(part), S, len(THEORY_KEYS)))
-    risks = np.concatenate(risks)
+    res = r.train(init, step, num_steps=1, chunk_size=1, phase=phase,
+                  num_seeds=len(part) * S,
+                  seed_ids=list(range(S)) * len(part),
+                  init_args=jnp.asarray(theory_args(part, S)), log_every=1)
+    risks[align_to].append(np.asarray(distributed.to_host(
+        res.state.risks)).reshape(len(part), S, len(THEORY_KEYS)))
+  out = {}
+  for align_to, names in THEORY_GROUPS.items():
+    tab = np.concatenate(risks[align_to])
     i = 0
     for n in names:
-      out[n] = risks[i:i + len(sweeps[n])]
+      out[n] = tab[i:i + len(sweeps[n])]
       i += len(sweeps[n])
   return out
 
@@ -293,6 +310,10 @@ def make_heads(cfg):
   def step(state, t, data):
     del t
     train, test = data
+    # The test digits are the batch every head is scored on (the unlabelled
+    # pool, 1437 - num_pretrain - num_labelled digits, need not divide the
+    # mesh; each head's minibatches are marked in `w2s.fit_head`).
+    test = test._replace(images=distributed.shard_batch(test.images))
     unl = pools(state.key, train.label.shape[0], g)[2]
     x_u, y_u, minority = draw(jax.random.fold_in(state.key, 5), train, unl,
                               state.eta_u)
@@ -374,6 +395,72 @@ def run_digits(r: launch.Run) -> dict[str, dict[str, np.ndarray]]:
                  'pseudo_acc': np.asarray(st.pseudo_acc),
                  'subset_minority': np.asarray(st.subset_minority)}
   return out
+
+
+def programs(cfg, sharded: bool = False) -> list[loop.Program]:
+  """The theory phases' one-step chunks, the digits trainers and the heads
+  step at the config's shapes (`benchmarks/paper_variants.py`)."""
+  S, t, g = cfg.num_seeds, cfg.theory, cfg.digits
+  progs = []
+  same: dict[tuple[str, int], list] = {}   # phases of one program
+  for align_to, _, part in theory_phases(t):
+    same.setdefault((align_to, len(part)), []).append(part)
+  for (align_to, k), parts in same.items():
+    calls = len(parts)
+    p = loop.train_program(
+        f'train/theory_{align_to}' + (f' x{calls}' if calls > 1 else ''),
+        *make_theory(t, align_to), num_seeds=k * S, num_steps=1,
+        chunk_size=1, init_args=theory_args(parts[0], S),
+        sharded=sharded, params=t.d_z * (t.p_t + t.p_s))
+    progs.append(dataclasses.replace(p, calls=calls, note=(
+        'no gradient training: per row two ridgeless least-squares fits '
+        f'(n x d_T = {t.n} x {t.d_z * t.p_t}, N x d_S = {t.big_n} x '
+        f'{t.d_z * t.p_s}) by SVD, a solver call the FLOP count leaves out '
+        '(~4 n d^2 each) and that runs replicated over the data axis; '
+        'params: the two fits\' coefficients')))
+  n_train = data_lib.DIGITS_NUM_TRAIN
+  n_test = data_lib.DIGITS_NUM_EXAMPLES - n_train
+  side = datasets.SIDE
+  digits = lambda n: Digits(
+      jax.ShapeDtypeStruct((n, 2, side, side, 3), jnp.float32),
+      jax.ShapeDtypeStruct((n,), jnp.int32),
+      jax.ShapeDtypeStruct((n,), jnp.int32))
+  train, test = digits(n_train), digits(n_test)
+  teacher_net, student_net = _nets(g)
+  eta = np.full((S,), 0.5, np.float32)
+  keys = jax.ShapeDtypeStruct((S, 2), jnp.uint32)
+  nets = {}
+  for name, net, bs, index, target, steps in (
+      ('pretrain', student_net, g.batch_size, 0, 'digit', g.pretrain_steps),
+      ('teacher', teacher_net, g.teacher_batch_size, 1, 'label',
+       g.teacher_steps)):
+    init, step = make_net_trainer(net, optax.adam(g.lr), bs, n_train, index,
+                                  g, target)
+    nets[name] = jax.eval_shape(jax.vmap(init), keys, eta).params
+    progs.append(loop.train_program(
+        f'train/{name}' + (' x2' if name == 'teacher' else ''), init, step,
+        num_seeds=S, num_steps=steps, chunk_size=min(g.chunk_size, steps),
+        data=train, init_args=eta, sharded=sharded))
+  progs[-1] = dataclasses.replace(progs[-1], calls=2 * progs[-1].calls)
+  heads = loop.train_program(
+      'train/heads x2', *make_heads(cfg), num_seeds=S, num_steps=1,
+      chunk_size=1, data=(train, test),
+      init_args=(nets['pretrain'], nets['teacher'], eta), sharded=sharded,
+      params=g.student_hidden * 2 + 2)
+  progs.append(dataclasses.replace(heads, calls=2, note=(
+      f'{5 + len(grid(cfg.enhanced))} linear heads on the frozen student\'s '
+      f'features, {g.head_steps} minibatch steps each, and the group '
+      'accuracies on the test digits')))
+  return progs
+
+
+PAPER_SCALE = (
+    'arXiv 2509.24005: frozen pretrained backbones (10 teacher-student pairs '
+    'from ResNet18, CLIP ViT-B/32, ConvNeXt-L, DINOv2 ViT-L/14, MAE '
+    'ViT-B/16) with only the linear head fine-tuned, on Waterbirds, BFFHQ, '
+    'ImageNet-9 and BG-COCO, and the Gaussian feature model simulated at '
+    'd_z = 2048; the head-training steps and batch sizes and the synthetic '
+    'sample sizes n, N were not extracted (this config takes n = N = 32768).')
 
 
 # -- run, claims, plots -------------------------------------------------------

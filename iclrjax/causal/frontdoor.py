@@ -82,6 +82,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from iclrjax.core import distributed
 from iclrjax.core import extras
 
 CLIP_DENOMINATOR = 0.05   # propensities that divide: [0.05, 0.95]
@@ -182,12 +183,13 @@ def simulate(key: jax.Array, n: int, d: int = 10, kind: str = 'md',
   """
   kp, kc, ku, kx, kz, ke = jax.random.split(key, 6)
   p = make_params(kp, d, kind, kappa) if params is None else params
-  c = jax.random.normal(kc, (n, d))
-  u = jax.random.normal(ku, (n,))
+  # The n samples are the batch: split over the mesh's 'data' axis.
+  c, u, eps = distributed.shard_batch((jax.random.normal(kc, (n, d)),
+                                       jax.random.normal(ku, (n,)),
+                                       jax.random.normal(ke, (n,))))
   x = jax.random.bernoulli(kx, jax.nn.sigmoid(_x_logit(p, c, u))).astype(
       jnp.float32)
   z = jax.random.bernoulli(kz, q1(p, c, x)).astype(jnp.float32)
-  eps = jax.random.normal(ke, (n,))
   outcome = lambda th_u: (p.theta0 + c @ p.theta_c + p.theta_z * z + th_u * u
                           + eps)
   y = outcome(p.theta_u)

@@ -64,6 +64,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclrjax.core import distributed
 from iclrjax.core import extras
 
 PyTree = Any
@@ -119,7 +120,8 @@ def sgld_step(key: jax.Array, position: PyTree, grad_fn, data: PyTree, *,
   replacement; returns (new position, minibatch loss at the old one)."""
   n = jax.tree.leaves(data)[0].shape[0]
   k_batch, k_step = jax.random.split(key)
-  idx = jax.random.randint(k_batch, (batch_size,), 0, n)
+  idx = distributed.shard_batch(
+      jax.random.randint(k_batch, (batch_size,), 0, n))
   batch = jax.tree.map(lambda a: a[idx], data)
   loss = full_loss(example_loss, position, batch)
   blackjax = extras.require('blackjax', 'stats')

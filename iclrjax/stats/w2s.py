@@ -60,6 +60,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from iclrjax.core import distributed
+
 
 class Geometry(NamedTuple):
   """The feature model's fixed quantities (one draw of the random frames)."""
@@ -120,11 +122,13 @@ def sample(key: jax.Array, geom: Geometry, n: int, eta) -> Sample:
   key gives coupled samples across eta (common random numbers)."""
   kz, kx, ku, ke = jax.random.split(key, 4)
   d_z, p = geom.beta.shape[0], geom.mu_xi.shape[0]
-  z = jax.random.normal(kz, (n, d_z))
-  g = (jax.random.uniform(ku, (n,)) < eta).astype(z.dtype)
-  xi = (g[:, None] * geom.mu_xi[None, :]
-        + geom.sigma_xi * jax.random.normal(kx, (n, p)))
-  y = z @ geom.beta + geom.sigma_y * jax.random.normal(ke, (n,))
+  # The n draws are the batch: split over the mesh's 'data' axis.
+  z, u, noise_xi, noise_y = distributed.shard_batch((
+      jax.random.normal(kz, (n, d_z)), jax.random.uniform(ku, (n,)),
+      jax.random.normal(kx, (n, p)), jax.random.normal(ke, (n,))))
+  g = (u < eta).astype(z.dtype)
+  xi = g[:, None] * geom.mu_xi[None, :] + geom.sigma_xi * noise_xi
+  y = z @ geom.beta + geom.sigma_y * noise_y
   return Sample(z, xi, g, y)
 
 
@@ -299,7 +303,8 @@ def fit_head(key: jax.Array, feats: jax.Array, labels: jax.Array,
 
   def step(carry, k):
     head, opt = carry
-    idx = jax.random.choice(k, feats.shape[0], (batch_size,), p=p_idx)
+    idx = distributed.shard_batch(
+        jax.random.choice(k, feats.shape[0], (batch_size,), p=p_idx))
     g = jax.grad(loss_fn)(head, feats[idx], labels[idx])
     upd, opt = tx.update(g, opt, head)
     return (optax.apply_updates(head, upd), opt), None
