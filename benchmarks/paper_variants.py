@@ -21,6 +21,11 @@ compiles it without running it and reports:
   FLOPs at `--mfu` of an H100's 989 TFLOP/s dense bf16 / TF32 peak (a lower
   bound for programs too small to fill the GPU; `--run` measures).
 
+`--devices=8` compiles the same programs on the mesh over 8 devices (forced
+host devices on a CPU) with their batches split over 'data', and reports
+memory per device: a variant too big for one 80 GB device fits where its
+per-device peak does. `--write` keeps the two measurements side by side.
+
 `--run` also calls each program once on zeros of its shapes (after a warm-up
 call) on the device it finds and extrapolates the variant's wall time from
 calls x seconds per call. The whole table takes minutes; `--write` records
@@ -45,6 +50,7 @@ import dataclasses
 import importlib
 import json
 import math
+import os
 import pathlib
 import subprocess
 import sys
@@ -111,13 +117,15 @@ def _zeros(tree):
   return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), tree)
 
 
-def measure(name: str, variant: str, run: bool) -> list[dict[str, Any]]:
-  """Rows for every program of experiments.<name> at configs/<name>:variant."""
+def measure(name: str, variant: str, run: bool, sharded: bool = False
+            ) -> list[dict[str, Any]]:
+  """Rows for every program of experiments.<name> at configs/<name>:variant
+  (`sharded`: on the mesh over every device; memory is then per device)."""
   import jax  # pylint: disable=g-import-not-at-top
   mod = importlib.import_module(f'experiments.{name}')
   cfg = importlib.import_module(f'configs.{name}').get_config(variant)
   rows = []
-  for prog in mod.programs(cfg):
+  for prog in mod.programs(cfg, sharded=sharded):
     row = dict(experiment=name, variant=variant, program=prog.name,
                params=prog.params, steps=prog.steps, calls=prog.calls,
                note=prog.note)
@@ -142,6 +150,7 @@ def measure(name: str, variant: str, run: bool) -> list[dict[str, Any]]:
   dev = jax.devices()[0]
   for row in rows:
     row['device'] = f'{jax.default_backend()}: {dev.device_kind}'
+    row['devices'] = jax.device_count() if sharded else 1
   if rows:
     rows[0]['paper_scale'] = getattr(mod, 'PAPER_SCALE', '')
   return rows
@@ -202,13 +211,18 @@ def compare(name: str, variant: str = 'smoke') -> list[dict[str, Any]]:
   return rows
 
 
-def _child(name: str, variant: str, run: bool, timeout: float
-           ) -> list[dict[str, Any]]:
+def _child(name: str, variant: str, run: bool, timeout: float,
+           devices: int = 1) -> list[dict[str, Any]]:
   cmd = [sys.executable, '-m', 'benchmarks.paper_variants', f'--child={name}',
-         f'--variant={variant}'] + (['--run'] if run else [])
+         f'--variant={variant}', f'--devices={devices}'] + (
+             ['--run'] if run else [])
+  env = dict(os.environ)
+  if devices > 1:   # forced host devices where there is no accelerator
+    env['XLA_FLAGS'] = (env.get('XLA_FLAGS', '') +
+                        f' --xla_force_host_platform_device_count={devices}')
   try:
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+                          timeout=timeout, check=False, env=env)
   except subprocess.TimeoutExpired:
     return [dict(experiment=name, variant=variant,
                  error=f'timed out after {timeout:.0f} s')]
@@ -228,13 +242,20 @@ def _fmt(x: float, unit: str = '') -> str:
 
 def summarize(rows: list[dict[str, Any]], mfu: float
               ) -> dict[str, dict[str, Any]]:
-  """Per experiment: total FLOPs, max peak memory, fits, H100 hours."""
+  """Per experiment: total FLOPs, max peak memory (one device, and per
+  device on the mesh where measured), where it fits, H100 hours."""
   out: dict[str, dict[str, Any]] = {}
   for r in rows:
     e = out.setdefault(r['experiment'], dict(flops=0.0, peak=0, wall=0.0,
-                                             timed=True, errors=[]))
+                                             timed=True, errors=[],
+                                             peak_per_device={}))
     if 'error' in r:
       e['errors'].append(r['error'])
+      continue
+    n = r.get('devices', 1)
+    if n > 1:   # the same program on a mesh: memory per device only
+      e['peak_per_device'][n] = max(e['peak_per_device'].get(n, 0),
+                                    r.get('peak_bytes', 0))
       continue
     e['flops'] += r['calls'] * r['flops_per_call']
     e['peak'] = max(e['peak'], r.get('peak_bytes', 0))
@@ -245,27 +266,31 @@ def summarize(rows: list[dict[str, Any]], mfu: float
   for e in out.values():
     e['h100_hours'] = e['flops'] / (mfu * H100_PEAK) / 3600
     e['fits_80gb'] = e['peak'] <= GPU_MEMORY
+    e['fits'] = 'yes' if e['fits_80gb'] else next(
+        (f'on {n} devices' for n, b in sorted(e['peak_per_device'].items())
+         if b <= GPU_MEMORY), 'NO')
   return out
 
 
 def table(rows: list[dict[str, Any]], mfu: float) -> str:
-  head = ('| experiment | program | params | steps x calls | GFLOP/call | '
-          'peak memory | compile s | s/call |\n|---|---|---|---|---|---|---|---|')
+  head = ('| experiment | program | devices | params | steps x calls | '
+          'GFLOP/call | peak memory per device | compile s | s/call |\n'
+          '|---|---|---|---|---|---|---|---|---|')
   lines = [head]
   for r in rows:
     if 'error' in r:
-      lines.append(f"| {r['experiment']} | error: {r['error']} | | | | | | |")
+      lines.append(f"| {r['experiment']} | error: {r['error']} | | | | | | | |")
       continue
     flops = _fmt(r['flops_per_call'] / 1e9) + ('*' if r['while_loop'] else '')
     lines.append(
-        f"| {r['experiment']} | {r['program']} | {_fmt(r['params'])} | "
-        f"{r['steps']} x {r['calls']} | {flops} | "
+        f"| {r['experiment']} | {r['program']} | {r.get('devices', 1)} | "
+        f"{_fmt(r['params'])} | {r['steps']} x {r['calls']} | {flops} | "
         f"{_fmt(r.get('peak_bytes', 0), 'B')} | {r['compile_s']} | "
         f"{r.get('s_per_call', float('nan')):.3g} |")
   lines.append('')
-  lines.append(f'| experiment | total FLOPs | max peak memory | fits 80 GB | '
-               f'H100-hours at {mfu:.0%} MFU | measured wall (extrapolated) '
-               '| the paper itself |')
+  lines.append(f'| experiment | total FLOPs | max peak memory (per device on '
+               f'n) | fits 80 GB | H100-hours at {mfu:.0%} MFU | measured '
+               'wall (extrapolated) | the paper itself |')
   lines.append('|---|---|---|---|---|---|---|')
   scale = {r['experiment']: r['paper_scale'] for r in rows
            if r.get('paper_scale')}
@@ -275,8 +300,10 @@ def table(rows: list[dict[str, Any]], mfu: float) -> str:
       lines.append(f'| {name} | error | | | | | {paper} |')
       continue
     wall = f"{e['wall'] / 3600:.3g} h" if e['timed'] else '-'
-    lines.append(f"| {name} | {_fmt(e['flops'])} | {_fmt(e['peak'], 'B')} | "
-                 f"{'yes' if e['fits_80gb'] else 'NO'} | "
+    peak = _fmt(e['peak'], 'B') + ''.join(
+        f" ({_fmt(b, 'B')} on {n})" for n, b in
+        sorted(e['peak_per_device'].items()))
+    lines.append(f"| {name} | {_fmt(e['flops'])} | {peak} | {e['fits']} | "
                  f"{e['h100_hours']:.3g} | {wall} | {paper} |")
   return '\n'.join(lines)
 
@@ -299,15 +326,17 @@ def main(argv: list[str]) -> None:
                       for n in args['compare'].split(',')}))
     return
   if 'child' in args:
-    print(json.dumps(measure(args['child'], variant, run)))
+    print(json.dumps(measure(args['child'], variant, run,
+                             sharded=int(args.get('devices', 1)) > 1)))
     return
   only = [n for n in args.get('only', '').split(',') if n] or names()
   timeout = float(args.get('timeout', 600 if not run else 120))
   mfu = float(args.get('mfu', 0.3))
+  devices = int(args.get('devices', 1))
   rows = []
   for name in only:
     t0 = time.perf_counter()
-    got = _child(name, variant, run, timeout)
+    got = _child(name, variant, run, timeout, devices)
     rows += got
     print(f'{name}: {len(got)} program(s) in {time.perf_counter() - t0:.0f} s'
           + (f" ({got[0]['error']})" if 'error' in got[0] else ''),
@@ -321,8 +350,9 @@ def main(argv: list[str]) -> None:
                  date=time.strftime('%Y-%m-%d'), timed=run)
     old = (json.loads(RESULT_FILE.read_text())['rows']
            if RESULT_FILE.exists() else [])
-    rows = [r for r in old if r['experiment'] not in only] + [
-        {**r, **stamp} for r in rows]
+    rows = [r for r in old if r['experiment'] not in only
+            or r.get('devices', 1) != devices] + [
+                {**r, **stamp, 'devices': devices} for r in rows]
     rows.sort(key=lambda r: names().index(r['experiment']))
     RESULT_FILE.write_text(json.dumps(
         dict(variant=variant, mfu=mfu, rows=rows,

@@ -64,6 +64,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.adv_eps = 1e-4
   c.loss_aggregation = 'sequence'
   c.num_inner_steps = 1
+  c.micro_batch = 0            # rows per accumulated gradient chunk, SFT
+                               # and GRPO (0: the whole batch at once)
   # Loop and records.
   c.chunk_size = 50
   c.log_every = 10
@@ -97,6 +99,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.model = ml_collections.ConfigDict(dict(
         d_model=512, num_heads=8, num_layers=8, d_ff=2048, max_len=1024,
         positions='rope', mlp='swiglu', dtype='bfloat16'))
+    c.micro_batch = 8          # 256 SFT rows, 64 x 16 completions per seed
     c.sft_steps = 20000
     c.sft_batch = 256
     c.sft_learning_rate = 3e-4

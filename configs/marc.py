@@ -95,6 +95,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   e = c.eval = ml_collections.ConfigDict()
   e.size = 512
+  e.per_call = 0                 # examples per greedy call (0: all)
   e.latency_batch = 64
   e.latency_repeats = 7
 
@@ -108,6 +109,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   c.chunk_size = 100
   c.log_every = 20
+  c.micro_batch = 0              # SFT rows per accumulated gradient chunk
   if variant == 'smoke':
     c.num_seeds = 2
     v.num_frames = 16
@@ -137,6 +139,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.model = ml_collections.ConfigDict(dict(
         d_model=512, num_heads=8, num_layers=8, d_ff=2048, max_len=1040,
         positions='rope', mlp='swiglu', dtype='bfloat16'))
+    c.micro_batch = 16
     t.steps = 20000
     t.batch = 128
     t.learning_rate = 3e-4
@@ -145,6 +148,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     s.prompts_per_step = 16
     s.rl_learning_rate = 1e-6
     e.size = 2048
+    e.per_call = 64                # memory: 64 videos at a time
     c.chunk_size = 100
     c.log_every = 10
   return c

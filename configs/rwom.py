@@ -63,7 +63,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       invalid_prob=0.1, follow_prob=0.5,
       query_weight=0.5, chunk_size=500))
   c.eval = ml_collections.ConfigDict(dict(
-      num_tasks=200, horizons=(1, 3), top_k=5))
+      num_tasks=200, horizons=(1, 3), top_k=5,
+      per_call=0))                # probe prompts per call (0: all)
   c.claims = ml_collections.ConfigDict(dict(
       min_next_state=0.85, max_alignment=0.65, min_grounding_gain=0.15,
       min_listwise_gain=0.01, min_recall_gain=0.10))
@@ -96,4 +97,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.train.num_drifts = 1024
     c.train.chunk_size = 1000
     c.eval.num_tasks = 1000
+    c.eval.per_call = 1024     # memory: the probe's prompts in chunks
   return c

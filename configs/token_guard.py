@@ -56,7 +56,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train = ml_collections.ConfigDict(dict(
       num_steps=400, batch_size=128, lr=3e-3, weight_decay=0.0,
       chunk_size=50, log_every=10, probe_every=5, probe_size=256,
-      target=0.5))
+      target=0.5, micro_batch=0))
   c.token_guard = ml_collections.ConfigDict(dict(
       lambda_val=0.6, tau_token=0.4, alpha=0.5, beta=0.3, gamma=0.2,
       tau_seg_low=0.55, tau_seg_high=0.75, tau_global=0.7, delta_tau=0.1,
@@ -67,7 +67,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       step_beams=2, num_rollout=2))
   c.eval = ml_collections.ConfigDict(dict(
       detect_prompts=700, decode_prompts=300, best_of_n=8, temperature=1.0,
-      search_budget=8.0,
+      search_budget=8.0, prompts_per_call=0,   # 0: every prompt at once
       min_auroc=0.70, auroc_margin=0.02, max_halluc_ratio=0.75,
       min_em_gain=0.05, max_passes_ratio=8.0, min_ablation_gap=0.01))
   c.checkpoint_every = 1
@@ -89,5 +89,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    weight_decay=0.1, chunk_size=500, probe_every=100,
                    probe_size=1024, target=0.6)
     c.token_guard.update(step_beams=4, num_rollout=10)
-    c.eval.update(detect_prompts=5000, decode_prompts=2000, best_of_n=32)
+    c.eval.update(detect_prompts=5000, decode_prompts=2000, best_of_n=32,
+                  prompts_per_call=8)   # memory: 8 prompts at a time
+    c.train.micro_batch = 8    # rows per accumulated gradient chunk
   return c

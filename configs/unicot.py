@@ -61,10 +61,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train = ml_collections.ConfigDict(dict(
       num_steps=1000, batch=32, learning_rate=3e-3, min_subgoals=2,
       max_subgoals=3, corrupt_fraction=0.25, corrupt_prob=0.3,
-      chunk_size=250))
+      chunk_size=250, micro_batch=0))
   c.eval = ml_collections.ConfigDict(dict(
       size=256, short_subgoals=3, long_subgoals=5, check_subgoals=5,
-      rounds=4, temperature=1.0))
+      rounds=4, temperature=1.0, per_call=0))   # walks per call (0: all)
   c.cost = ml_collections.ConfigDict(dict(
       subgoals=5, window=(1.9, 2.1), causal_min=3.5))
   c.claims = ml_collections.ConfigDict(dict(
@@ -101,4 +101,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.eval.short_subgoals = 4
     c.eval.long_subgoals = 8
     c.eval.check_subgoals = 8
+    c.eval.per_call = 64       # memory: 64 walks at a time
+    c.train.micro_batch = 32   # rows per accumulated gradient chunk
   return c

@@ -271,6 +271,27 @@ def _timed(fn, *args, **kwargs) -> Timed:
   return Timed(res, time.perf_counter() - t0)
 
 
+def _train_rows(r: launch.Run, init, step, *, phase: str, num_seeds: int,
+                seed_ids: list[int], init_args, rows_per_call: int, **kwargs
+                ) -> Timed:
+  """`r.train` of `num_seeds` independent rows, at most `rows_per_call`
+  at once (0: all; groups are phases <phase>_<g>), with one state of every
+  row in order: the same rows, less memory."""
+  n = rows_per_call or num_seeds
+  if n >= num_seeds:
+    return _timed(r.train, init, step, phase=phase, num_seeds=num_seeds,
+                  seed_ids=seed_ids, init_args=init_args, **kwargs)
+  parts = [_timed(r.train, init, step, phase=f'{phase}_{g}',
+                  num_seeds=min(n, num_seeds - lo),
+                  seed_ids=seed_ids[lo:lo + n],
+                  init_args=jax.tree.map(lambda x: x[lo:lo + n], init_args),
+                  **kwargs) for g, lo in enumerate(range(0, num_seeds, n))]
+  state = jax.tree.map(lambda *x: jnp.concatenate(x),
+                       *[t.result.state for t in parts])
+  return Timed(dataclasses.replace(parts[0].result, state=state),
+               sum(t.wall_s for t in parts))
+
+
 def dirichlet_mixtures(seed: int, num: int, k: int) -> np.ndarray:
   return np.random.default_rng(seed).dirichlet(np.ones(k), num)
 
@@ -309,11 +330,12 @@ def run_searches(r: launch.Run, part: str, a, pools_S, task: Task
                       for s in range(S)])
   alphas = np.concatenate([np.asarray(uniform), proxies.transpose(
       1, 0, 2).reshape(M * S, K)])
-  t = _timed(r.train, *make_fixed(a, task, a.search_steps),
-             phase=f'{part}_proxies', data=pools_S, num_seeds=(M + 1) * S,
-             seed_ids=list(range(S)) * (M + 1),
-             init_args=(jnp.tile(seeds, M + 1),
-                        jnp.asarray(alphas, jnp.float32)), **steps)
+  t = _train_rows(r, *make_fixed(a, task, a.search_steps),
+                  phase=f'{part}_proxies', data=pools_S,
+                  num_seeds=(M + 1) * S, seed_ids=list(range(S)) * (M + 1),
+                  init_args=(jnp.tile(seeds, M + 1),
+                             jnp.asarray(alphas, jnp.float32)),
+                  rows_per_call=a.rows_per_call, **steps)
   proxy_val = _host(t.result.state.val_loss)[S:].reshape(M, S)
   ref_params = jax.tree.map(lambda v: v[:S], t.result.state.params)
   t_proxy = t.wall_s / (M + 1)
@@ -362,12 +384,13 @@ def run_final(r: launch.Run, part: str, a, pools_S, mix: dict[str, Any],
     alphas += [np.broadcast_to(o, (S, K)).astype(np.float32) for o in oracle]
   P = len(alphas)
   init, step = make_fixed(a, task, a.final_steps)
-  res = r.train(init, step, phase=f'{part}_final', data=pools_S,
-                num_steps=a.final_steps,
-                chunk_size=min(a.chunk_size, a.final_steps),
-                num_seeds=P * S, seed_ids=list(range(S)) * P,
-                init_args=(jnp.tile(jnp.arange(S), P),
-                           jnp.asarray(np.concatenate(alphas))))
+  res = _train_rows(r, init, step, phase=f'{part}_final', data=pools_S,
+                    num_steps=a.final_steps,
+                    chunk_size=min(a.chunk_size, a.final_steps),
+                    num_seeds=P * S, seed_ids=list(range(S)) * P,
+                    init_args=(jnp.tile(jnp.arange(S), P),
+                               jnp.asarray(np.concatenate(alphas))),
+                    rows_per_call=a.rows_per_call).result
   test = _host(res.state.test_loss).reshape(P, S)
   val = _host(res.state.val_loss).reshape(P, S)
   out = {n: test[i] for i, n in enumerate(names)}
@@ -502,15 +525,23 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
     evals = (f'the val/test losses ({a.val_size} + {a.test_size} examples) '
              f'run under lax.cond every {a.eval_every} steps, which the FLOP '
              'count charges to every step')
+    # Rows train `rows_per_call` at a time: the largest group's program,
+    # called once per group.
+    group = lambda n: min(a.rows_per_call or n, n)
+    calls = lambda n: -(-n // group(n))
     proxies = loop.train_program(
         f'train/{part}_proxies', *make_fixed(a, task, a.search_steps),
-        num_seeds=(M + 1) * S, init_args=(seed((M + 1) * S),
-                                           rows((M + 1) * S, K)), **search)
+        num_seeds=group((M + 1) * S), init_args=(
+            seed(group((M + 1) * S)), rows(group((M + 1) * S), K)), **search)
+    proxies = dataclasses.replace(
+        proxies, calls=proxies.calls * calls((M + 1) * S))
     final = loop.train_program(
         f'train/{part}_final', *make_fixed(a, final_task, a.final_steps),
-        num_seeds=P * S, num_steps=a.final_steps, data=pools_S,
+        num_seeds=group(P * S), num_steps=a.final_steps, data=pools_S,
         chunk_size=min(a.chunk_size, a.final_steps),
-        init_args=(seed(P * S), rows(P * S, K)), sharded=sharded)
+        init_args=(seed(group(P * S)), rows(group(P * S), K)),
+        sharded=sharded)
+    final = dataclasses.replace(final, calls=final.calls * calls(P * S))
     progs += [
         loop.train_program(
             f'train/{part}_fastmix', *make_fastmix(a, cfg.fastmix, task),
@@ -681,6 +712,7 @@ EXPERIMENT = launch.Experiment('fastmix', run, requires=lambda c: [
     'regmix.top_k': _POS,
     **{f'{part}.{k}': spec for part in ('synthetic', 'lm') for k, spec in (
         ('num_proxies', cfg_lib.Int(min=8)), ('oracle_mixtures', _POS),
+        ('rows_per_call', cfg_lib.Int(min=0)),
         ('search_steps', _POS), ('final_steps', _POS), ('pool_size', _POS),
         ('batch_size', _POS), ('outer_batch', _POS), ('eval_every', _POS),
         ('lr', cfg_lib.Float(min=0.0, min_inclusive=False)))},

@@ -66,7 +66,8 @@ def grpo_config(cfg) -> grpo.GRPOConfig:
       kl_beta=cfg.kl_beta, std_normalize=cfg.std_normalize,
       adv_ddof=cfg.adv_ddof, adv_eps=cfg.adv_eps,
       loss_aggregation=cfg.loss_aggregation,
-      num_inner_steps=cfg.num_inner_steps, stop_tokens=(tasks.EOS,),
+      num_inner_steps=cfg.num_inner_steps, micro_batch=cfg.micro_batch,
+      stop_tokens=(tasks.EOS,),
       pad_token=tasks.PAD)
 
 
@@ -96,7 +97,7 @@ def probe_batch(cfg) -> tasks.Batch:
 def make_sft(cfg):
   """init(key), step(state, t, probe) with probe = `probe_batch(cfg)`."""
   model, task, opt = make_model(cfg), make_task(cfg), _sft_optimizer(cfg)
-  sft_step = grpo.make_sft_step(model, opt)
+  sft_step = grpo.make_sft_step(model, opt, cfg.micro_batch)
 
   def init(key):
     params = model.init(jax.random.fold_in(key, 0))
@@ -119,7 +120,8 @@ def make_sft(cfg):
     acc = jax.lax.cond(
         (t + 1) % cfg.probe_every == 0,
         lambda: _greedy_accuracy(model, train.params,
-                                 distributed.shard_batch(probe)),
+                                 distributed.shard_batch(probe),
+                                 cfg.micro_batch),
         lambda: state.probe_accuracy)
     frozen = state.frozen | (acc >= cfg.sft_target)
     steps = state.sft_steps + (~state.frozen).astype(jnp.int32)
@@ -164,25 +166,31 @@ def make_grpo(cfg):
   return init, step
 
 
-def _greedy_accuracy(model, params, b: tasks.Batch) -> jax.Array:
-  s = lm_sample.sample(model, params, b.prompt_BxP, jax.random.PRNGKey(0),
-                       max_new_tokens=b.target_BxT.shape[1], greedy=True,
-                       stop_tokens=(tasks.EOS,), pad_token=tasks.PAD)
-  return tasks.exact_match(s.tokens_NxT, b.target_BxT).mean()
+def _greedy_accuracy(model, params, b: tasks.Batch, micro_batch: int = 0
+                     ) -> jax.Array:
+  """Greedy exact-match, `micro_batch` prompts at a time (0: all)."""
+  def correct(b):
+    s = lm_sample.sample(model, params, b.prompt_BxP, jax.random.PRNGKey(0),
+                         max_new_tokens=b.target_BxT.shape[1], greedy=True,
+                         stop_tokens=(tasks.EOS,), pad_token=tasks.PAD)
+    return tasks.exact_match(s.tokens_NxT, b.target_BxT)
+  return grpo.chunked(correct, b, micro_batch).mean()
 
 
 def eval_accuracy(cfg, params_S) -> np.ndarray:
   """Greedy exact-match per seed on the fixed held-out prompts: [S]."""
   b = make_task(cfg)(jax.random.PRNGKey(EVAL_SEED), cfg.eval_size)
   return np.asarray(distributed.to_host(_eval_accuracy(
-      make_model(cfg), params_S, b.prompt_BxP, b.target_BxT)))
+      make_model(cfg), cfg.micro_batch, params_S, b.prompt_BxP,
+      b.target_BxT)))
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _eval_accuracy(model, params_S, prompt_BxP, target_BxT):
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _eval_accuracy(model, micro_batch, params_S, prompt_BxP, target_BxT):
   """One compiled program for every phase's evaluation."""
   b = tasks.Batch(prompt_BxP, target_BxT)
-  return jax.vmap(lambda p: _greedy_accuracy(model, p, b))(params_S)
+  return jax.vmap(lambda p: _greedy_accuracy(model, p, b, micro_batch)
+                  )(params_S)
 
 
 def evaluate_claims(cfg, acc: dict[str, np.ndarray],
@@ -249,6 +257,10 @@ def check_config(cfg: ml_collections.ConfigDict) -> None:
                 f'must hold prompt + answer ({total} tokens): raise it')
   cfg_lib.check(cfg.num_generations >= 2, 'num_generations',
                 cfg.num_generations, 'a group needs >= 2 samples')
+  for n in (cfg.sft_batch, cfg.prompts_per_step * cfg.num_generations):
+    cfg_lib.check(not cfg.micro_batch or n % cfg.micro_batch == 0,
+                  'micro_batch', cfg.micro_batch,
+                  f'must divide the batch of {n} rows (or be 0)')
   make_model(cfg)   # raises on a bad model field, naming it
 
 
@@ -284,7 +296,8 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
   b = jax.eval_shape(lambda k: make_task(cfg)(k, cfg.eval_size), key)
   ev = loop.Program(
       'eval/greedy_accuracy',
-      jax.jit(lambda p, x, y: _eval_accuracy(model, p, x, y)),
+      jax.jit(lambda p, x, y: _eval_accuracy(model, cfg.micro_batch, p, x,
+                                             y)),
       (params_S, b.prompt_BxP, b.target_BxT), calls=3,
       params=loop.count_params(params_S) // S)
   return [sft, rl, ev]
@@ -293,6 +306,7 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
 EXPERIMENT = launch.Experiment('lm_grpo', run, schema={
     'sft_steps': cfg_lib.Int(min=1), 'grpo_steps': cfg_lib.Int(min=1),
     'sft_batch': cfg_lib.Int(min=1), 'prompts_per_step': cfg_lib.Int(min=1),
+    'micro_batch': cfg_lib.Int(min=0),
     'eval_size': cfg_lib.Int(min=1), 'chunk_size': cfg_lib.Int(min=1),
     'probe_size': cfg_lib.Int(min=1), 'probe_every': cfg_lib.Int(min=1),
     'sft_target': cfg_lib.Float(min=0.0, max=1.0),

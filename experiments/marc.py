@@ -117,15 +117,17 @@ def make_teacher(cfg):
     b = make_inputs(cfg, jax.random.fold_in(state.key, t), cfg.teacher.batch,
                     ('full',))
     b = distributed.shard_batch(b)
-    return _sft_update(vlm, opt, state, b.full, b)
+    return _sft_update(vlm, opt, state, b.full, b, cfg.micro_batch)
 
   return init, step
 
 
-def _sft_update(vlm, opt, state, visual, b):
-  loss, g = jax.value_and_grad(
-      lambda p: marc.sft_loss(vlm, p, visual, b.query, b.label))(
-          state.train.params)
+def _sft_update(vlm, opt, state, visual, b, micro_batch):
+  """One SFT step, `micro_batch` rows per accumulated chunk (0: all)."""
+  n = len(b.label)
+  loss_fn = lambda p, c: (marc.sft_loss(vlm, p, *c) * len(c[2]) / n, ())
+  (loss, _), g = grpo.accumulate(loss_fn, state.train.params,
+                                 (visual, b.query, b.label), micro_batch)
   updates, o = opt.update(g, state.train.opt_state, state.train.params)
   train = grpo.TrainState(optax.apply_updates(state.train.params, updates),
                           o, state.train.step + 1)
@@ -150,7 +152,7 @@ def make_student_sft(cfg):
                     cfg.student.sft_batch, ('vmr', 'random'))
     b = distributed.shard_batch(b)
     visual = jnp.where(state.flag > 0, b.random, b.vmr)
-    return _sft_update(vlm, opt, state, visual, b)
+    return _sft_update(vlm, opt, state, visual, b, cfg.micro_batch)
 
   return _student_init(opt), step
 
@@ -173,16 +175,19 @@ def make_student_rl(cfg):
   return _student_init(opt), step
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _accuracy(vlm, params_S, visual_BxNxd, query_Bxd, label_B):
-  """Greedy accuracy per seed: one compiled program per input length."""
-  return jax.vmap(lambda p: marc.greedy_accuracy(
-      vlm, p, visual_BxNxd, query_Bxd, label_B))(params_S)
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _accuracy(vlm, per_call, params_S, visual_BxNxd, query_Bxd, label_B):
+  """Greedy accuracy per seed, `per_call` examples at a time (0: all): one
+  compiled program per input length."""
+  return jax.vmap(lambda p: grpo.chunked(
+      lambda b: marc.greedy_correct(vlm, p, *b),
+      (visual_BxNxd, query_Bxd, label_B), per_call).mean())(params_S)
 
 
 def accuracy(cfg, params_S, visual, ev: Inputs) -> np.ndarray:
   return np.asarray(distributed.to_host(_accuracy(
-      make_vlm(cfg), params_S, visual, ev.query, ev.label)))
+      make_vlm(cfg), cfg.eval.per_call, params_S, visual, ev.query,
+      ev.label)))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -451,7 +456,7 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
   ev = functools.partial(loop.Program, params=progs[0].params)
   inputs = jax.jit(lambda k: make_inputs(cfg, k, e.size))
   x = jax.eval_shape(inputs, key)
-  acc = jax.jit(lambda p, v, q, y: _accuracy(vlm, p, v, q, y))
+  acc = jax.jit(lambda p, v, q, y: _accuracy(vlm, e.per_call, p, v, q, y))
   teacher = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype),
                          teacher_S)
   forward = jax.jit(functools.partial(_forward, vlm))
@@ -494,6 +499,10 @@ def check_config(cfg: ml_collections.ConfigDict) -> None:
   cfg_lib.check(total <= cfg.model.max_len, 'model.max_len',
                 cfg.model.max_len,
                 f'must hold T*P + 1 + {marc.ANSWER_LEN} = {total} positions')
+  for n in (cfg.teacher.batch, cfg.student.sft_batch):
+    cfg_lib.check(not cfg.micro_batch or n % cfg.micro_batch == 0,
+                  'micro_batch', cfg.micro_batch,
+                  f'must divide the SFT batch of {n} (or be 0)')
   cfg_lib.check(cfg.student.num_generations >= 2, 'student.num_generations',
                 cfg.student.num_generations, '>= 2 (a group needs a spread)')
   make_vlm(cfg)
@@ -511,7 +520,8 @@ EXPERIMENT = launch.Experiment('marc', run, schema={
     'vmr.frames_per_segment': cfg_lib.Int(min=1),
     'eval.size': cfg_lib.Int(min=1),
     'eval.latency_repeats': cfg_lib.Int(min=5),
-    'chunk_size': cfg_lib.Int(min=1),
+    'chunk_size': cfg_lib.Int(min=1), 'micro_batch': cfg_lib.Int(min=0),
+    'eval.per_call': cfg_lib.Int(min=0),
 }, check_fn=check_config)
 
 if __name__ == '__main__':

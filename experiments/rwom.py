@@ -184,9 +184,9 @@ def agent_success(c, params_S, data: EvalData, tutorials_SxNxT, horizon: int,
 
 
 @functools.lru_cache(maxsize=None)
-def _probe_fn(model, spec):
+def _probe_fn(model, spec, per_call=0):
   def one(params, app, tut):
-    return rwom.transition_probe(model, params, spec, app, tut)
+    return rwom.transition_probe(model, params, spec, app, tut, per_call)
   return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
 
 
@@ -202,7 +202,8 @@ def probe(c, params_S, version: str, oracle: bool = False):
     tut = jax.vmap(lambda g: rwom.tutorial_tokens(
         spec, app, g, jnp.arange(rwom.INSTANCE_LEN)))(
             jnp.arange(spec.num_goals))
-  ident, align = _probe_fn(make_model(c), spec)(params_S, app, tut)
+  ident, align = _probe_fn(make_model(c), spec, c.eval.per_call)(
+      params_S, app, tut)
   return np.asarray(ident), np.asarray(align)
 
 
@@ -413,7 +414,8 @@ def programs(c, sharded: bool = False) -> list[loop_lib.Program]:
     calls = len(ARMS) + (4 if h == H else 0)   # + absolute / random arms
     progs.append(ev(f'eval/agent h={h}', _agent_fn(model, spec, h),
                     agent_args, calls=calls))
-  progs.append(ev('eval/transition_probe', _probe_fn(model, spec),
+  progs.append(ev('eval/transition_probe',
+                  _probe_fn(model, spec, c.eval.per_call),
                   (params_S, v2, i32(spec.num_goals, spec.tutorial_len)),
                   calls=4, note='v1, v2, v2 with oracle tutorials, untrained'))
   return progs
@@ -452,6 +454,7 @@ EXPERIMENT = launch.Experiment('rwom', run, schema={
     'app.drift_fraction': cfg_lib.Float(min=0.0, max=1.0),
     'app.move_prob': cfg_lib.Float(min=0.0, max=1.0),
     'train.num_steps': cfg_lib.Int(min=1), 'train.batch': cfg_lib.Int(min=1),
+    'eval.per_call': cfg_lib.Int(min=0),
     'train.chunk_size': cfg_lib.Int(min=1),
     'train.num_drifts': cfg_lib.Int(min=1),
     'train.drift_fraction': cfg_lib.Float(min=0.0, max=1.0),

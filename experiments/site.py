@@ -204,7 +204,9 @@ def cost_text(rows: list[dict[str, Any]], mfu: float) -> str:
           'convolution FLOPs of one call on the jaxpr, scans multiplied by '
           'their length (* : a while loop of data-dependent length counted '
           'once); peak memory: XLA\'s memory analysis of the compiled '
-          'program on that backend; H100-hours: the total FLOPs at the '
+          'program on that backend, per device (devices > 1: the same '
+          'program on a mesh of that many devices, batches split over '
+          '`data`); H100-hours: the total FLOPs at the '
           'stated fraction of 989 TFLOP/s; s/call: measured with `--run` '
           '(nan: compiled only).')
 
@@ -214,7 +216,8 @@ def cost_section(name: str, costs: dict[str, Any]) -> str:
   rows = [r for r in costs.get('rows', []) if r['experiment'] == name]
   if not rows:
     return ''
-  notes = [f"`{r['program']}`: {r['note']}" for r in rows if r.get('note')]
+  notes = [f"`{r['program']}`: {r['note']}" for r in rows
+           if r.get('note') and r.get('devices', 1) == 1]
   return ('### Variant `paper`: compiled at its shapes, not run\n\n'
           + cost_text(rows, costs.get('mfu', 0.3))
           + ('\n\n' + ' '.join(notes) if notes else ''))

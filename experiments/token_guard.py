@@ -145,13 +145,15 @@ def make_train(c):
   """init(key), step(state, t, probe) with probe = `probe_batch(c)`."""
   model, task = make_model(c), make_task(c)
   opt = optax.adamw(c.train.lr, weight_decay=c.train.weight_decay)
-  sft_step = grpo.make_sft_step(model, opt)
+  sft_step = grpo.make_sft_step(model, opt, c.train.micro_batch)
   lay = layout(c)
 
   def probe_accuracy(params, probe):
-    probe = distributed.shard_batch(probe)   # its prompts split over 'data'
-    out = greedy(model, params, probe.prompt_BxP, probe.target_BxT.shape[1])
-    return segment_correct(out, probe.target_BxT, lay).mean()
+    def correct(b):   # its prompts split over 'data', a chunk at a time
+      out = greedy(model, params, b.prompt_BxP, b.target_BxT.shape[1])
+      return segment_correct(out, b.target_BxT, lay)
+    return grpo.chunked(correct, distributed.shard_batch(probe),
+                        c.eval.prompts_per_call).mean()
 
   def init(key):
     params = model.init(jax.random.fold_in(key, 0))
@@ -179,24 +181,25 @@ def make_train(c):
 
 # -- evaluation --------------------------------------------------------------
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _detect(model, lay, params_S, batch, key, cfg):
+@functools.partial(jax.jit, static_argnums=(0, 1, 6))
+def _detect(model, lay, params_S, batch, key, cfg, per_call=0):
   """Per seed: segment labels [N, K] and scores (F_seg, F_seg without the
-  hidden terms, segment log-prob) of one temperature-1 answer per prompt."""
-  P, T = batch.prompt_BxP.shape[1], batch.target_BxT.shape[1]
-  cv = jnp.ones(batch.prompt_BxP.shape, bool)
+  hidden terms, segment log-prob) of one temperature-1 answer per prompt,
+  `per_call` prompts at a time (0: all)."""
+  T = batch.target_BxT.shape[1]
 
-  def one(params):
-    out = lm_sample.sample(model, params, batch.prompt_BxP, key,
+  def one(params, b, key):
+    out = lm_sample.sample(model, params, b.prompt_BxP, key,
                            max_new_tokens=T).tokens_NxT
-    rows = jnp.concatenate([batch.prompt_BxP, out], 1)
+    rows = jnp.concatenate([b.prompt_BxP, out], 1)
+    cv = jnp.ones(b.prompt_BxP.shape, bool)
     sc = tg.score_rows(model, params, rows, lay, cv, cfg)
     lik = tg.score_rows(model, params, rows, lay, cv, cfg.without_hidden())
-    return (segment_correct(out, batch.target_BxT, lay), sc.seg.f_seg,
+    return (segment_correct(out, b.target_BxT, lay), sc.seg.f_seg,
             lik.seg.f_seg, sc.logp_K)
 
-  del P
-  return jax.vmap(one)(params_S)
+  return jax.vmap(lambda p: grpo.chunked(functools.partial(one, p), batch,
+                                         per_call, key))(params_S)
 
 
 def detection(c, params_S) -> dict[str, np.ndarray]:
@@ -204,22 +207,23 @@ def detection(c, params_S) -> dict[str, np.ndarray]:
   b = make_task(c)(jax.random.PRNGKey(EVAL_SEED + 2), c.eval.detect_prompts)
   lab, fseg, lik, logp = distributed.to_host(_detect(
       make_model(c), lay, params_S, b, jax.random.PRNGKey(EVAL_SEED + 3),
-      tg_config(c)))
+      tg_config(c), c.eval.prompts_per_call))
   au = lambda s: np.asarray([tg.auroc(s[i], lab[i]) for i in range(len(s))])
   return {'auroc_fseg': au(fseg), 'auroc_logp': au(logp),
           'auroc_fseg_no_hidden': au(lik),
           'segment_accuracy': lab.reshape(len(lab), -1).mean(-1)}
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 7))
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 7, 8))
 def _decode_baselines(model, lay, n_best, params_S, prompts, targets, key,
-                      temperature):
+                      temperature, per_call=0):
   """greedy, temperature sampling and best-of-n (by the sequence log-prob
-  under the model) answers: three [S, B, T] arrays."""
+  under the model) answers: three [S, B, T] arrays, `per_call` prompts at a
+  time (0: all)."""
   T = targets.shape[1]
-  B = prompts.shape[0]
 
-  def one(params):
+  def one(params, prompts, key):
+    B = prompts.shape[0]
     g = greedy(model, params, prompts, T)
     t = lm_sample.sample(model, params, prompts, key, max_new_tokens=T,
                          temperature=temperature).tokens_NxT
@@ -231,23 +235,26 @@ def _decode_baselines(model, lay, n_best, params_S, prompts, targets, key,
     return g, t, s.reshape(B, n_best, T)[jnp.arange(B), best]
 
   del lay
-  return jax.vmap(one)(params_S)
+  return jax.vmap(lambda p: grpo.chunked(functools.partial(one, p), prompts,
+                                         per_call, key))(params_S)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _decode_search(model, lay, params_S, prompts, key, cfg):
+@functools.partial(jax.jit, static_argnums=(0, 1, 6))
+def _decode_search(model, lay, params_S, prompts, key, cfg, per_call=0):
   """foresight_search on every prompt for every seed: (answers [S, B, T],
-  passes [S, B], F_global [S, B], refinement calls [S, B])."""
+  passes [S, B], F_global [S, B], refinement calls [S, B]); `per_call`
+  prompts at a time (0: all; a prompt's key is the same either way)."""
   cv = jnp.ones((prompts.shape[1],), bool)
   keys = jax.random.split(key, prompts.shape[0])
 
-  def one(params):
+  def one(params, b):
     out = jax.vmap(lambda p, k: tg.foresight_search(
-        model, params, p, cv, k, lay, cfg))(prompts, keys)
+        model, params, p, cv, k, lay, cfg))(*b)
     return (out.tokens_L[:, lay.prompt_len:], out.passes, out.f_global,
             out.refined)
 
-  return jax.vmap(one)(params_S)
+  return jax.vmap(lambda p: grpo.chunked(functools.partial(one, p),
+                                         (prompts, keys), per_call))(params_S)
 
 
 def decoding(c, params_S) -> dict[str, dict[str, np.ndarray]]:
@@ -259,13 +266,13 @@ def decoding(c, params_S) -> dict[str, dict[str, np.ndarray]]:
   T = b.target_BxT.shape[1]
   answers = dict(zip(ARMS[:3], _decode_baselines(
       model, lay, c.eval.best_of_n, params_S, b.prompt_BxP, b.target_BxT, key,
-      c.eval.temperature)))
+      c.eval.temperature, c.eval.prompts_per_call)))
   passes = {'greedy': T, 'temperature': T, 'best_of_n': c.eval.best_of_n * T}
   extra = {}
   for arm, conf in (('phi', cfg.phi_decoding()), ('token_guard', cfg),
                     ('token_guard_no_hidden', cfg.without_hidden())):
     ans, p, g, n_ref = _decode_search(model, lay, params_S, b.prompt_BxP,
-                                      key, conf)
+                                      key, conf, c.eval.prompts_per_call)
     answers[arm] = ans
     passes[arm] = np.asarray(p).mean(-1)
     extra[arm] = {'f_global': np.asarray(g).mean(-1),
@@ -398,6 +405,9 @@ def run(r: launch.Run) -> launch.Result:
 
 def check_config(c: ml_collections.ConfigDict) -> None:
   t, m, k = c.task, c.model, c.token_guard
+  mb, n = c.train.micro_batch, c.train.batch_size
+  cfg_lib.check(not mb or n % mb == 0, 'train.micro_batch', mb,
+                f'must divide train.batch_size = {n} (or be 0)')
   cfg_lib.check(t.num_queries <= t.num_pairs, 'task.num_queries',
                 t.num_queries, f'<= task.num_pairs = {t.num_pairs} (distinct '
                 'query keys)')
@@ -443,10 +453,12 @@ def programs(c, sharded: bool = False) -> list[loop.Program]:
   task = lambda size: jax.eval_shape(lambda k: make_task(c)(k, size), key)
   det, dec = task(e.detect_prompts), task(e.decode_prompts)
   cfg = jax.eval_shape(lambda: tg_config(c))   # traced: one search program
-  detect = jax.jit(lambda p, b, k, f: _detect(model, lay, p, b, k, f))
+  n_call = e.prompts_per_call
+  detect = jax.jit(lambda p, b, k, f: _detect(model, lay, p, b, k, f, n_call))
   baselines = jax.jit(lambda p, x, y, k: _decode_baselines(
-      model, lay, e.best_of_n, p, x, y, k, e.temperature))
-  search = jax.jit(lambda p, x, k, f: _decode_search(model, lay, p, x, k, f))
+      model, lay, e.best_of_n, p, x, y, k, e.temperature, n_call))
+  search = jax.jit(lambda p, x, k, f: _decode_search(model, lay, p, x, k, f,
+                                                     n_call))
   return [
       train,
       loop.Program('eval/detect', detect, (params_S, det, key, cfg),
@@ -470,6 +482,8 @@ EXPERIMENT = launch.Experiment('token_guard', run, schema={
     'model.num_layers': cfg_lib.Int(min=1),
     'train.num_steps': cfg_lib.Int(min=1),
     'train.batch_size': cfg_lib.Int(min=1),
+    'train.micro_batch': cfg_lib.Int(min=0),
+    'eval.prompts_per_call': cfg_lib.Int(min=0),
     'train.lr': _POS,
     'train.chunk_size': cfg_lib.Int(min=1),
     'train.probe_every': cfg_lib.Int(min=1),

@@ -70,7 +70,7 @@ def make_training(c: ml_collections.ConfigDict):
   so both models see the same walks (equal budget), and one program trains
   both (the mask is chosen by the state's flag)."""
   model, opt = make_model(c), optax.adam(c.train.learning_rate)
-  sft_step = grpo.make_sft_step(model, opt)
+  sft_step = grpo.make_sft_step(model, opt, c.train.micro_batch)
   tr = c.train
 
   def init(key, causal):
@@ -93,19 +93,22 @@ def make_training(c: ml_collections.ConfigDict):
 
 
 @functools.lru_cache(maxsize=None)
-def _generate_fn(model, num_subgoals, steps, grid):
+def _generate_fn(model, num_subgoals, steps, grid, per_call=0):
   """A jitted (params_S, mask, tokens, answer, key, rounds, greedy, checker,
   fix_rate, temperature) -> (accuracy [S], revisions [S], FIX verdicts [S]
-  per sequence), vmapped over seeds: one program per layout."""
+  per sequence), vmapped over seeds, `per_call` walks at a time (0: all):
+  one program per layout."""
   lay = unicot.layout(num_subgoals, steps, grid)
 
   def one(params, mask, tokens, answer, key, rounds, greedy, checker,
           fix_rate, temperature):
-    g = unicot.generate(model, params, tokens, mask, lay, key, rounds=rounds,
-                        temperature=temperature, greedy=greedy,
-                        checker=checker, fix_rate=fix_rate)
-    return (unicot.answer_accuracy(g, answer).mean(),
-            g.revisions_B.mean(), g.checks_B.mean())
+    def rows(b, key):
+      g = unicot.generate(model, params, b[0], mask, lay, key, rounds=rounds,
+                          temperature=temperature, greedy=greedy,
+                          checker=checker, fix_rate=fix_rate)
+      return unicot.answer_accuracy(g, b[1]), g.revisions_B, g.checks_B
+    out = grpo.chunked(rows, (tokens, answer), per_call, key)
+    return tuple(x.mean() for x in out)
 
   return jax.jit(jax.vmap(one, in_axes=(0,) + (None,) * 9))
 
@@ -121,7 +124,7 @@ def evaluate(c, params_S, num_subgoals: int, kind: str, *, rounds: int = 1,
                         c.eval.size, num_subgoals=num_subgoals, steps=T,
                         grid=G)
   mask = unicot.MASKS[kind](unicot.layout(num_subgoals, T, G))
-  f = _generate_fn(make_model(c), num_subgoals, T, G)
+  f = _generate_fn(make_model(c), num_subgoals, T, G, c.eval.per_call)
   out = f(params_S, mask, b.tokens_BxL, b.answer_BxG,
           jax.random.PRNGKey(EVAL_SEED + 1), jnp.int32(rounds),
           jnp.asarray(greedy), jnp.int32(unicot.CHECKERS.index(checker)),
@@ -394,7 +397,7 @@ def programs(c, sharded: bool = False) -> list[loop_lib.Program]:
   for M, n in sorted(calls.items()):
     L = unicot.seq_len(M, T, G)
     progs.append(ev(
-        f'eval/generate M={M}', _generate_fn(model, M, T, G),
+        f'eval/generate M={M}', _generate_fn(model, M, T, G, e.per_call),
         (params_S, sds((L, L), bool), sds((e.size, L), jnp.int32),
          sds((e.size, G), jnp.int32), sds((2,), jnp.uint32),
          scalar(jnp.int32), scalar(bool), scalar(jnp.int32),
@@ -414,6 +417,9 @@ def programs(c, sharded: bool = False) -> list[loop_lib.Program]:
 
 def check_config(c: ml_collections.ConfigDict) -> None:
   t = c.task
+  mb, n = c.train.micro_batch, c.train.batch
+  cfg_lib.check(not mb or n % mb == 0, 'train.micro_batch', mb,
+                f'must divide train.batch = {n} (or be 0)')
   cfg_lib.check(2 <= t.grid <= unicot.MAX_GRID, 'task.grid', t.grid,
                 f'use 2 .. {unicot.MAX_GRID}')
   cfg_lib.check(1 <= t.steps <= unicot.MAX_STEPS, 'task.steps', t.steps,
@@ -441,11 +447,13 @@ def check_config(c: ml_collections.ConfigDict) -> None:
 
 EXPERIMENT = launch.Experiment('unicot', run, schema={
     'train.num_steps': cfg_lib.Int(min=1), 'train.batch': cfg_lib.Int(min=1),
+    'train.micro_batch': cfg_lib.Int(min=0),
     'train.chunk_size': cfg_lib.Int(min=1),
     'train.learning_rate': cfg_lib.Float(min=0.0, min_inclusive=False),
     'train.corrupt_fraction': cfg_lib.Float(min=0.0, max=1.0),
     'train.corrupt_prob': cfg_lib.Float(min=0.0, max=1.0),
     'eval.size': cfg_lib.Int(min=1), 'eval.rounds': cfg_lib.Int(min=1),
+    'eval.per_call': cfg_lib.Int(min=0),
     'eval.temperature': cfg_lib.Float(min=0.0, min_inclusive=False),
     'cost.subgoals': cfg_lib.Int(min=1),
 }, check_fn=check_config)

@@ -33,6 +33,13 @@ ours is eq. 3's k3).
 
 SFT is the cross-entropy of the target tokens given everything before them,
 masked to the target span.
+
+Both steps take `micro_batch` (gradient accumulation): the loss is a sum of
+per-token terms with weights fixed by the whole batch's mask (`token_weights`),
+so summing the value and gradient of each chunk of rows is the whole batch's,
+up to float rounding, at 1 / (N / micro_batch) of the activation memory.
+Chunk c takes rows c, c + k, c + 2k, ... (`microbatches`), so every chunk
+spreads over the 'data' axis as the batch does.
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ class GRPOConfig:
   adv_eps: float = 1e-4
   loss_aggregation: str = 'sequence'
   num_inner_steps: int = 1       # mu: updates per sampled batch
+  micro_batch: int = 0           # completions per accumulated chunk (0: all)
   stop_tokens: tuple[int, ...] = ()
   pad_token: int = 0
 
@@ -105,22 +113,96 @@ def _aggregate(x_NxT, mask_NxT, how):
   return per_seq.mean()
 
 
+def token_weights(mask_NxT: jax.Array, how: str) -> jax.Array:
+  """Per-token weights w with sum(w * x) the aggregation of x: eq. 3's mean
+  over tokens of each sequence then over sequences ('sequence'), or over
+  every token of the batch ('token')."""
+  m = mask_NxT.astype(jnp.float32)
+  if how == 'token':
+    return m / jnp.maximum(m.sum(), 1.0)
+  return m / (jnp.maximum(m.sum(-1, keepdims=True), 1.0) * m.shape[0])
+
+
+def microbatches(tree: Any, micro_batch: int) -> Any:
+  """[N, ...] -> [N / micro_batch, micro_batch, ...]; chunk c holds rows c,
+  c + k, c + 2k, ... (k = N / micro_batch), so a batch split in blocks over
+  'data' gives every device its share of every chunk."""
+  def split(x):
+    n = x.shape[0]
+    if n % micro_batch:
+      raise ValueError(f'micro_batch={micro_batch} does not divide the batch '
+                       f'of {n}: choose a divisor')
+    x = x.reshape((micro_batch, n // micro_batch) + x.shape[1:])
+    return jnp.swapaxes(x, 0, 1)
+  return jax.tree.map(split, tree)
+
+
+def accumulate(loss_fn: Callable, params, batch: Any, micro_batch: int = 0):
+  """value_and_grad (has_aux) of sum_chunks loss_fn(params, chunk), scanning
+  over `microbatches(batch, micro_batch)` (one pass when micro_batch is 0 or
+  the whole batch). loss_fn must be a sum over rows (weights fixed by the
+  whole batch); its aux is summed too."""
+  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+  n = jax.tree.leaves(batch)[0].shape[0]
+  if not micro_batch or micro_batch >= n:
+    return grad_fn(params, batch)
+
+  def body(acc, chunk):
+    out = grad_fn(params, distributed.shard_batch(chunk))
+    return jax.tree.map(jnp.add, acc, out), None
+
+  zero = jax.tree.map(jnp.zeros_like, jax.eval_shape(
+      grad_fn, params, jax.tree.map(lambda x: x[:micro_batch], batch)))
+  return jax.lax.scan(body, zero, microbatches(batch, micro_batch))[0]
+
+
+def chunked(fn: Callable, batch: Any, micro_batch: int = 0,
+            key: jax.Array | None = None) -> Any:
+  """fn(chunk[, key]) -> [rows, ...] over `microbatches` of the batch
+  (lax.map), back in row order: a forward pass at a chunk's memory. Rows
+  are padded (repeating the last) to a multiple of micro_batch. With
+  `key`, chunk i draws from fold_in(key, i) (the whole batch from `key`):
+  chunking then changes the draws, not their distribution."""
+  n = jax.tree.leaves(batch)[0].shape[0]
+  if not micro_batch or micro_batch >= n:
+    return fn(batch) if key is None else fn(batch, key)
+  pad = -n % micro_batch
+  batch = jax.tree.map(
+      lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, 0)]), batch)
+
+  def one(x):
+    chunk, i = x
+    chunk = distributed.shard_batch(chunk)
+    return fn(chunk) if key is None else fn(chunk, jax.random.fold_in(key, i))
+
+  chunks = microbatches(batch, micro_batch)
+  out = jax.lax.map(one, (chunks, jnp.arange((n + pad) // micro_batch)))
+  return jax.tree.map(lambda y: jnp.swapaxes(y, 0, 1).reshape(
+      (n + pad,) + y.shape[2:])[:n], out)
+
+
 def policy_loss(logp_NxT: jax.Array, old_logp_NxT: jax.Array,
                 ref_logp_NxT: jax.Array, adv_N: jax.Array,
                 mask_NxT: jax.Array, *, clip_eps: float, kl_beta: float,
-                loss_aggregation: str = 'sequence'
+                loss_aggregation: str = 'sequence', weights_NxT=None
                 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-  """Eq. 3 (negated, to minimise) on completion tokens, and its parts."""
+  """Eq. 3 (negated, to minimise) on completion tokens, and its parts.
+
+  `weights_NxT` replaces the aggregation by sum(w * x): a chunk of
+  `token_weights` of the whole batch, to sum chunks (micro-batches).
+  """
+  if weights_NxT is None:
+    agg = lambda x: _aggregate(x, mask_NxT, loss_aggregation)
+  else:
+    agg = lambda x: jnp.sum(weights_NxT * x)
   ratio = jnp.exp(logp_NxT - old_logp_NxT)
   a = adv_N[:, None]
   surrogate = jnp.minimum(ratio * a,
                           jnp.clip(ratio, 1 - clip_eps, 1 + clip_eps) * a)
   kl = k3_kl(logp_NxT, ref_logp_NxT)
-  loss = -_aggregate(surrogate - kl_beta * kl, mask_NxT, loss_aggregation)
+  loss = -agg(surrogate - kl_beta * kl)
   clipped = (jnp.abs(ratio - 1) > clip_eps).astype(jnp.float32)
-  return loss, {'kl': _aggregate(kl, mask_NxT, loss_aggregation),
-                'clip_fraction': _aggregate(clipped, mask_NxT,
-                                            loss_aggregation)}
+  return loss, {'kl': agg(kl), 'clip_fraction': agg(clipped)}
 
 
 def completion_logprobs(model: lm_model.Model, params, prompts_NxP,
@@ -138,15 +220,18 @@ def completion_logprobs(model: lm_model.Model, params, prompts_NxP,
 
 def sft_loss(model: lm_model.Model, params, tokens_NxL: jax.Array,
              target_mask_NxL: jax.Array,
-             attn_mask_NxLxL: jax.Array | None = None) -> jax.Array:
+             attn_mask_NxLxL: jax.Array | None = None, *,
+             total: jax.Array | float | None = None) -> jax.Array:
   """Mean cross-entropy of the tokens where target_mask is True (or the
   target_mask-weighted mean, for float weights), each given the tokens
   before it (position 0 cannot be a target), under `attn_mask_NxLxL`
-  (default causal)."""
+  (default causal). `total` replaces the denominator (the whole batch's
+  target weight, to sum chunks of it)."""
   logp = lm_sample.sequence_logprobs(model, params, tokens_NxL,
                                      attn_mask_NxLxL)
   m = target_mask_NxL[:, 1:].astype(jnp.float32)
-  return -jnp.sum(logp * m) / jnp.maximum(m.sum(), 1.0)
+  return -jnp.sum(logp * m) / (jnp.maximum(m.sum(), 1.0) if total is None
+                               else total)
 
 
 class TrainState(NamedTuple):
@@ -163,16 +248,16 @@ def init_state(params, optimizer: optax.GradientTransformation) -> TrainState:
 
 
 def make_sft_step(model: lm_model.Model,
-                  optimizer: optax.GradientTransformation) -> Callable:
+                  optimizer: optax.GradientTransformation,
+                  micro_batch: int = 0) -> Callable:
   """(state, tokens_NxL, target_mask_NxL[, attn_mask_NxLxL]) -> (state,
-  {'loss'}), unjitted."""
+  {'loss'}), unjitted; `micro_batch` rows per accumulated chunk (0: all)."""
 
   def step(state: TrainState, tokens, target_mask, attn_mask=None):
-    tokens, target_mask, attn_mask = distributed.shard_batch(
-        (tokens, target_mask, attn_mask))
-    loss, g = jax.value_and_grad(
-        lambda p: sft_loss(model, p, tokens, target_mask, attn_mask))(
-            state.params)
+    batch = distributed.shard_batch((tokens, target_mask, attn_mask))
+    total = jnp.maximum(batch[1][:, 1:].astype(jnp.float32).sum(), 1.0)
+    loss_fn = lambda p, b: (sft_loss(model, p, *b, total=total), ())
+    (loss, _), g = accumulate(loss_fn, state.params, batch, micro_batch)
     updates, opt = optimizer.update(g, state.opt_state, state.params)
     return TrainState(optax.apply_updates(state.params, updates), opt,
                       state.step + 1), {'loss': loss}
@@ -209,21 +294,24 @@ def make_grpo_step(model: lm_model.Model,
     rewards = reward_fn(prompts, toks, mask, info_n)
     adv = group_advantages(rewards, G, std_normalize=cfg.std_normalize,
                            ddof=cfg.adv_ddof, eps=cfg.adv_eps)
+    mb = cfg.micro_batch
+    logprobs = lambda p: lambda b: completion_logprobs(
+        model, p, b[0], b[1], cfg.temperature)
     old = jax.lax.stop_gradient(
-        completion_logprobs(model, state.params, prompts, toks,
-                            cfg.temperature))
+        chunked(logprobs(state.params), (prompts, toks), mb))
     ref = jax.lax.stop_gradient(
-        completion_logprobs(model, ref_params, prompts, toks,
-                            cfg.temperature))
+        chunked(logprobs(ref_params), (prompts, toks), mb))
+    batch = (prompts, toks, old, ref, adv, mask,   # weights: chunks only
+             token_weights(mask, cfg.loss_aggregation) if mb else None)
 
-    def loss_fn(p):
-      logp = completion_logprobs(model, p, prompts, toks, cfg.temperature)
-      return policy_loss(logp, old, ref, adv, mask, clip_eps=cfg.clip_eps,
-                         kl_beta=cfg.kl_beta,
-                         loss_aggregation=cfg.loss_aggregation)
+    def loss_fn(p, b):
+      prompts, toks, old, ref, adv, mask, w = b
+      return policy_loss(logprobs(p)((prompts, toks)), old, ref, adv, mask,
+                         clip_eps=cfg.clip_eps, kl_beta=cfg.kl_beta,
+                         weights_NxT=w)
 
     def inner(st, _):
-      (loss, aux), g = jax.value_and_grad(loss_fn, has_aux=True)(st.params)
+      (loss, aux), g = accumulate(loss_fn, st.params, batch, mb)
       updates, opt = optimizer.update(g, st.opt_state, st.params)
       return TrainState(optax.apply_updates(st.params, updates), opt,
                         st.step), (loss, aux)

@@ -423,11 +423,17 @@ def sft_loss(vlm: VisualLM, params, visual_BxNxd, query_Bxd, label_B):
                               encode_answer(label_B)).mean()
 
 
-def greedy_accuracy(vlm: VisualLM, params, visual_BxNxd, query_Bxd,
-                    label_B) -> jax.Array:
+def greedy_correct(vlm: VisualLM, params, visual_BxNxd, query_Bxd,
+                   label_B) -> jax.Array:
+  """Whether each greedy answer is right: [B] in {0, 1}."""
   s = vlm.sample(params, vlm.prompt(params, visual_BxNxd, query_Bxd),
                  jax.random.PRNGKey(0), greedy=True)
-  return accuracy_reward(s.tokens_NxT, label_B).mean()
+  return accuracy_reward(s.tokens_NxT, label_B)
+
+
+def greedy_accuracy(vlm: VisualLM, params, visual_BxNxd, query_Bxd,
+                    label_B) -> jax.Array:
+  return greedy_correct(vlm, params, visual_BxNxd, query_Bxd, label_B).mean()
 
 
 @dataclasses.dataclass(frozen=True)

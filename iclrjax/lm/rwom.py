@@ -67,6 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iclrjax.core import distributed
+from iclrjax.lm import grpo
 from iclrjax.lm import model as lm_model
 from iclrjax.lm import sample as lm_sample
 
@@ -622,7 +623,7 @@ def run_agent(model: lm_model.Model, params, spec: Spec, app: App,
 
 
 def transition_probe(model: lm_model.Model, params, spec: Spec, app: App,
-                     tutorials_GxT=None):
+                     tutorials_GxT=None, per_call: int = 0):
   """(next-state identification accuracy, full-procedure alignment) of the
   world model on `app`.
 
@@ -630,8 +631,11 @@ def transition_probe(model: lm_model.Model, params, spec: Spec, app: App,
   `app`, the greedy first rollout state equals T[screen, item]. Alignment:
   the fraction of goals for which the model predicts every step of the
   goal's procedure (s_j, a_j) -> s_{j+1} correctly (the whole procedure
-  agrees with the reference)."""
+  agrees with the reference). `per_call` prompts roll out at a time (0:
+  all; the rollouts are greedy, so the numbers are the same)."""
   G, L, B = spec.num_goals, spec.depth, spec.branching
+  first = lambda p: grpo.chunked(
+      lambda x: rollout(model, params, spec, x, 1)[0][:, 0], p, per_call)
   tut = (jnp.broadcast_to(no_tutorial(spec), (G, spec.tutorial_len))
          if tutorials_GxT is None else tutorials_GxT)
   verb, obj = app.goal_verb_G, app.goal_object_G
@@ -642,15 +646,15 @@ def transition_probe(model: lm_model.Model, params, spec: Spec, app: App,
                    in_axes=(None, None, None, 0, 0, None))
   per_goal = jax.vmap(build, in_axes=(0, 0, 0, None, None, None))
   p = per_goal(tut, verb, obj, jnp.repeat(inner, B), acts.reshape(-1), 1)
-  states, _ = rollout(model, params, spec, p.reshape(G * I * B, -1), 1)
+  states = first(p.reshape(G * I * B, -1))
   truth = app.table_SxA[inner[:, None], acts].reshape(-1)
-  ident = (states[:, 0].reshape(G, I * B) == truth[None]).mean()
+  ident = (states.reshape(G, I * B) == truth[None]).mean()
   proc_s = app.proc_states_GxL1[:, :L]
   proc_p = jax.vmap(jax.vmap(
       functools.partial(prompt_tokens, spec),
       in_axes=(None, None, None, 0, 0, None)),
       in_axes=(0, 0, 0, 0, 0, None))(tut, verb, obj, proc_s,
                                      app.proc_actions_GxL, 1)
-  st, _ = rollout(model, params, spec, proc_p.reshape(G * L, -1), 1)
-  ok = st[:, 0].reshape(G, L) == app.proc_states_GxL1[:, 1:]
+  st = first(proc_p.reshape(G * L, -1))
+  ok = st.reshape(G, L) == app.proc_states_GxL1[:, 1:]
   return ident, ok.all(-1).mean()

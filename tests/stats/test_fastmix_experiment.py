@@ -137,3 +137,26 @@ def test_default_run_claims(default_summary, start):
                                    'LM: FastMix\'s search costs'])
 def test_default_run_lm_quality(default_summary, start):
   assert find_claim(default_summary, start)['holds']
+
+
+def test_rows_trained_in_groups_equal_rows_trained_at_once():
+  """`rows_per_call` (the paper variant's memory) only splits the vmapped
+  rows into phases: every row's final state is the same, in order."""
+  from iclrjax.core import loop  # pylint: disable=g-import-not-at-top
+
+  class Run:   # Run.train's contract: core.train with this run's seed
+    def train(self, init, step, *, phase, **kwargs):
+      del phase
+      return loop.train(init, step, seed=0, progress=False, **kwargs)
+
+  init = lambda key, a: {'w': jax.random.normal(key, (3,)) * a}
+  step = lambda s, t: ({'w': s['w'] * 0.9 + t}, {})
+  args = dict(num_seeds=5, seed_ids=[0, 1, 0, 1, 0],
+              init_args=jnp.arange(1.0, 6.0), num_steps=4, chunk_size=2)
+  whole = exp._train_rows(Run(), init, step, phase='p', rows_per_call=0,
+                          **args)
+  groups = exp._train_rows(Run(), init, step, phase='p', rows_per_call=2,
+                           **args)
+  np.testing.assert_allclose(groups.result.state['w'],
+                             whole.result.state['w'], rtol=1e-6)
+  assert groups.result.state['w'].shape == (5, 3)
