@@ -63,6 +63,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.num_strata = 256
   c.umc_examples = 64
   c.umc_draws = 4096
+  c.umc_draws_per_call = 256   # vmapped u-draws per step (memory, not numbers)
   c.num_samples = 64
   c.sample_steps = 64
   c.steps_per_chunk = 250
@@ -106,4 +107,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.eval_examples = 1000
     c.num_strata = 512
     c.umc_examples = 100
+    c.umc_draws_per_call = 64    # U-Net calls on 64 x 100 images: 39 GB
   return c

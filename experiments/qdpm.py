@@ -95,6 +95,9 @@ def config_schema() -> dict[str, Any]:
       'num_strata': cfg_lib.Int(min=2, help='quadrature strata per example'),
       'umc_examples': cfg_lib.Int(min=1),
       'umc_draws': cfg_lib.Int(min=1, help='u ~ U(0,1) draws per example'),
+      'umc_draws_per_call': cfg_lib.Int(min=1, help=(
+          'u-draws evaluated together (vmapped) per lax.map step, at most '
+          'umc_draws: the u-MC memory is linear in it')),
       'num_samples': cfg_lib.Int(min=1),
       'sample_steps': cfg_lib.Int(min=2),
       'steps_per_chunk': cfg_lib.Int(min=1),
@@ -105,6 +108,15 @@ def config_schema() -> dict[str, Any]:
 def check_config(c) -> None:
   cfg_lib.check(c.umc_examples <= c.eval_examples, 'umc_examples',
                 c.umc_examples, f'must be <= eval_examples={c.eval_examples}')
+  cfg_lib.check(c.umc_draws % umc_chunk(c) == 0, 'umc_draws_per_call',
+                c.umc_draws_per_call,
+                f'must divide umc_draws={c.umc_draws} (or exceed it)')
+
+
+def umc_chunk(c) -> int:
+  """u-draws per lax.map step of the u-MC bound (`umc_draws_per_call`,
+  capped at umc_draws); only memory and speed depend on it."""
+  return min(c.umc_draws_per_call, c.umc_draws)
 
 
 def make_net(c, dim: int, shape: tuple[int, ...] | None = None):
@@ -264,7 +276,7 @@ def run(r: launch.Run) -> launch.Result:
           kind, net, p, x, k, levels, cfg))
       umc = jax.jit(lambda p, x, k, kind=kind, net=net: qdpm.bound_u_mc(
           net, p, x, k, levels, num_draws=cfg.umc_draws,  # One compile for
-          draws_per_call=min(256, cfg.umc_draws),         # all seeds.
+          draws_per_call=umc_chunk(cfg),                  # all seeds.
           unit=_unit(kind, cfg, levels)))
       vals = {k: [] for k in ('nll', 'nll_se', 'umc', 'umc_se', 'quad_sub',
                               'quad_sub_se', 'pre_round_dist')}
@@ -314,7 +326,7 @@ def run(r: launch.Run) -> launch.Result:
                                    '[-1,1]', 17), jnp.float32)
   a = _bpd(qdpm.bound_u_mc(zero, None, x0, jax.random.key(8), lv,
                            num_draws=cfg.umc_draws,
-                           draws_per_call=min(256, cfg.umc_draws),
+                           draws_per_call=umc_chunk(cfg),
                            unit=qdpm.gate_unit(lv, 'absolute')), 64)
   metrics['softround_only_umc_bpd'] = seeds(a[0])
   metrics['softround_only_umc_se'] = seeds(a[1])
@@ -515,7 +527,7 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
         progs.append(ev(
             'u-MC', lambda p, x, k, kind=kind, net=net, lv=levels:
             qdpm.bound_u_mc(net, p, x, k, lv, num_draws=cfg.umc_draws,
-                            draws_per_call=min(256, cfg.umc_draws),
+                            draws_per_call=umc_chunk(cfg),
                             unit=_unit(kind, cfg, lv)),
             rows(cfg.umc_examples, dim), key))
       progs.append(ev(

@@ -19,6 +19,7 @@ import pytest
 
 from configs import qdpm as qdpm_config
 from experiments import qdpm as qdpm_launcher
+from iclrjax.core import config as cfg_lib
 from iclrjax.core import data
 from iclrjax.diffusion import images
 from iclrjax.diffusion import likelihood as lik
@@ -235,6 +236,27 @@ def test_u_estimator_is_biased_low_in_float64_too():
       mean, _ = lik.bpd(e, 64).mean()
       assert float(mean) < 0.5 * LOG2_17, (dtype, mean)
   assert math.exp(-16.0) == pytest.approx(1.125e-7, rel=1e-3)
+
+
+def test_u_mc_draws_per_call_changes_memory_not_numbers():
+  """The paper variant's `umc_draws_per_call` (draws vmapped per lax.map
+  step) gives the same estimate as one draw at a time and as all at once."""
+  x0 = jnp.asarray(images.to_scale(
+      np.random.default_rng(3).integers(0, 17, size=(3, 4)), '[-1,1]', 17),
+      jnp.float32)
+  levels = jnp.asarray(images.grid(17, '[-1,1]'), jnp.float32)
+  ests = [qdpm.bound_u_mc(closed_net, CLOSED_PARAMS, x0, jax.random.key(5),
+                          levels, 16, draws_per_call=n, unit=0.125)
+          for n in (None, 4, 16)]
+  for e in ests[1:]:
+    np.testing.assert_allclose(e.value, ests[0].value, rtol=1e-5)
+    np.testing.assert_allclose(e.se, ests[0].se, rtol=1e-4)
+  c = qdpm_config.get_config('smoke')
+  assert qdpm_launcher.umc_chunk(c) == 16   # min(256, umc_draws): as before
+  c.umc_draws_per_call = 3
+  with pytest.raises(cfg_lib.ConfigError,
+                     match='umc_draws_per_call'):
+    qdpm_launcher.check_config(c)
 
 
 def _exact_denoiser(levels, log_prior):
