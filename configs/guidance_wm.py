@@ -24,7 +24,8 @@ Variants:
            `tfds build cifar10 --file_format=array_record`, then
            --config.data_dir); generator 2048 x 4 blocks, 100k steps;
            decoder M = 48 bits (Stable Signature's), 20k steps; 10k
-           calibration and 2k guided samples per seed (a GPU run). The
+           calibration and 2k guided samples per seed (a GPU run), the
+           decoder called on 500 images at a time (decode_batch). The
            paper's generators are pretrained latent diffusion models (SD2,
            Sana, Flux) that cannot be downloaded here; the guidance rule,
            decoder, whitening and metrics are the same code.
@@ -92,6 +93,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                    'shift_up')
   c.num_calibration = 2000
   c.num_guided = 500
+  c.decode_batch = 0                   # images per decoder call (0: all)
   c.steps_per_chunk = 1000
   c.log_every = 50
   c.checkpoint_every = 1
@@ -135,4 +137,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.num_guided = 2000
     c.omegas = (1.0, 2.0, 4.0, 8.0, 16.0)
     c.windows = (10, 25, 40)
+    c.decode_batch = 500          # decoder calls of 3 x 500 images
   return c

@@ -29,9 +29,11 @@ from iclrjax.core import logging as log_lib
 from iclrjax.core import loop
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
+from iclrjax.diffusion import nets
 from iclrjax.diffusion.guidance_wm import (AUGMENTATIONS, BUDGETS,
                                            FlatResMLP, SHIFTS,
-                                           Velocity, WMDecoder, Whitening,
+                                           Velocity, WMDecoder, WMEncoder,
+                                           Whitening,
                                            antipodal, aug_mask, bit_accuracy,
                                            cosine, exact_decoding_threshold,
                                            fit_whitening, guided_sample,
@@ -105,9 +107,11 @@ def render(x: jax.Array) -> jax.Array:
 @functools.lru_cache(maxsize=32)
 def _sampler(gen: FlatResMLP, dec: WMDecoder, num_steps: int,
              guided_steps: int, estimate: str, noise_std: float, tau: float,
-             eta: float, clip_x0: bool = False, budget: str = 'shared'):
+             eta: float, clip_x0: bool = False, budget: str = 'shared',
+             chunk: int = 0):
   """jit(vmap over seeds)(gen_params, dec_params, white, x1, u, key, omega,
-  mask) -> rendered images [S, B, H, W, C]."""
+  mask) -> rendered images [S, B, H, W, C] (the guidance gradients `chunk`
+  images per decoder call)."""
 
   def one(gen_params, dec_params, white, x1, u, key, omega, mask):
     phi_fn = whitened_phi(dec, dec_params, white)
@@ -115,7 +119,7 @@ def _sampler(gen: FlatResMLP, dec: WMDecoder, num_steps: int,
                       num_steps=num_steps, guided_steps=guided_steps,
                       omega=omega, mask=mask, estimate=estimate,
                       noise_std=noise_std, tau=tau, eta=eta, clip_x0=clip_x0,
-                      budget=budget)
+                      budget=budget, chunk=chunk)
     return render(x)
 
   return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, 0, 0, None, None)))
@@ -131,29 +135,80 @@ def generate(p: Pipeline, c, x1, u, key, omega: float,
   guided = window if omega > 0 else 0
   f = _sampler(p.gen, p.dec, c.num_steps, guided, estimate,
                float(c.guidance_noise_std), float(c.tau), float(c.eta),
-               bool(c.get('clip_x0', False)), budget or c.budget)
+               bool(c.get('clip_x0', False)), budget or c.budget,
+               c.decode_batch)
   return f(p.gen_params, p.dec_params, p.white, x1, u, key,
            jnp.float32(omega), jnp.asarray(aug_mask(augs)))
 
 
-def _phi_all(p: Pipeline, x: jax.Array) -> jax.Array:
+def decoder(dec: WMDecoder, chunk: int = 0):
+  """(dec_params, images [B, ...]) -> raw logits [B, M], decoded `chunk`
+  images per call (`nets.in_chunks`; 0: all at once)."""
+  return lambda dp, x: nets.in_chunks(lambda z: dec.apply(dp, z), chunk)(x)
+
+
+def whitening_fn(dec: WMDecoder, chunk: int = 0):
+  """(dec_params, images [N, ...]) -> the `Whitening` fitted to their
+  decoded logits, `chunk` images per decoder call."""
+  return lambda dp, x: fit_whitening(decoder(dec, chunk)(dp, x))
+
+
+def _phi_all(p: Pipeline, x: jax.Array, chunk: int = 0) -> jax.Array:
   """Whitened phi of images [S, B, ...] with each seed's decoder."""
-  return _phi_all_fn(p.dec)(p.dec_params, p.white, x)
+  return _phi_all_fn(p.dec, chunk)(p.dec_params, p.white, x)
 
 
 @functools.lru_cache(maxsize=8)
-def _phi_all_fn(dec: WMDecoder):
-  return jax.jit(jax.vmap(lambda dp, w, x: w(dec.apply(dp, x))))
+def _phi_all_fn(dec: WMDecoder, chunk: int = 0):
+  return jax.jit(jax.vmap(lambda dp, w, x: w(decoder(dec, chunk)(dp, x))))
 
 
-def _shift_acc_all(p: Pipeline, x: jax.Array, bits: jax.Array) -> jax.Array:
-  return _shift_acc_fn(p.dec)(p.dec_params, p.white, x, bits)
+def _shift_acc_all(p: Pipeline, x: jax.Array, bits: jax.Array,
+                   chunk: int = 0) -> jax.Array:
+  return _shift_acc_fn(p.dec, chunk)(p.dec_params, p.white, x, bits)
 
 
 @functools.lru_cache(maxsize=8)
-def _shift_acc_fn(dec: WMDecoder):
-  return jax.jit(jax.vmap(lambda dp, w, x, b: shift_attack_bit_accuracy(
-      whitened_phi(dec, dp, w), x, b)))
+def _shift_acc_fn(dec: WMDecoder, chunk: int = 0):
+  return jax.jit(jax.vmap(lambda dp, w, x, b: nets.in_chunks(
+      lambda xx, bb: shift_attack_bit_accuracy(whitened_phi(dec, dp, w), xx,
+                                               bb), chunk)(x, b)))
+
+
+def _posthoc_marks(enc: WMEncoder, dec: WMDecoder, ep, dp, x, bits,
+                   chunk: int = 0, clip: bool = False):
+  """The post-hoc watermark on images x [B, ...] with bits [B, M]: (marked
+  images, rendered if `clip`; bit accuracy [B] and under the shift attack
+  [B], read by the raw decoder as it was trained), `chunk` images per call.
+  """
+  def part(x, bits):
+    xw = enc.apply(ep, x, bits)
+    xw = render(xw) if clip else xw
+    raw = lambda z: dec.apply(dp, z)
+    return (xw, bit_accuracy(raw(xw), bits),
+            shift_attack_bit_accuracy(raw, xw, bits))
+  return nets.in_chunks(part, chunk)(x, bits)
+
+
+@functools.lru_cache(maxsize=8)
+def _posthoc_test_fn(enc: WMEncoder, dec: WMDecoder, chunk: int = 0):
+  """jit(vmap over seeds)(enc_params, dec_params, test images (shared),
+  bits) -> (bit accuracy, under the shift attack, RMSE of the mark)."""
+  def one(ep, dp, x, bits):
+    xw, acc, acc_shift = _posthoc_marks(enc, dec, ep, dp, x, bits, chunk)
+    return acc.mean(), acc_shift.mean(), jnp.sqrt(jnp.mean((xw - x) ** 2))
+  return jax.jit(jax.vmap(one, in_axes=(0, 0, None, 0)))
+
+
+@functools.lru_cache(maxsize=16)
+def _posthoc_gen_fn(enc: WMEncoder, dec: WMDecoder, chunk: int = 0):
+  """jit(vmap over seeds)(enc_params, dec_params, images, bits) ->
+  (rendered marked images, bit accuracy, under the shift attack)."""
+  def one(ep, dp, x, bits):
+    xw, acc, acc_shift = _posthoc_marks(enc, dec, ep, dp, x, bits, chunk,
+                                        clip=True)
+    return xw, acc.mean(), acc_shift.mean()
+  return jax.jit(jax.vmap(one))
 
 
 def config_schema() -> dict[str, Any]:
@@ -190,6 +245,10 @@ def config_schema() -> dict[str, Any]:
       'whiten_on': cfg_lib.Choice('real', 'generated'),
       'num_calibration': cfg_lib.Int(min=10),
       'num_guided': cfg_lib.Int(min=2),
+      'decode_batch': cfg_lib.Int(min=0, help=(
+          'images per decoder call in the whitening fits, the guidance '
+          'gradients and the decoding scores (lax.map over chunks; 0: all '
+          'at once)')),
       'steps_per_chunk': pos_int, 'log_every': pos_int,
   }
 
@@ -209,6 +268,13 @@ def check_config(c) -> None:
                 f'{c.num_calibration} (guided and unguided share noise)')
   cfg_lib.check(any(s in c.robust_augs for s in SHIFTS), 'robust_augs',
                 c.robust_augs, 'must contain a 1-pixel shift')
+  (n_train, *_), n_test = DATA_SIZES[c.get('dataset', 'digits')]
+  sizes = (n_train, n_test, c.num_calibration, c.num_guided)
+  cfg_lib.check(not c.decode_batch or all(
+      n <= c.decode_batch or n % c.decode_batch == 0 for n in sizes),
+                'decode_batch', c.decode_batch,
+                'must divide each of the train, test, calibration and guided '
+                f'image counts {sizes} that it is below (or be 0)')
 
 
 def _tag(augs_name: str, estimate: str, omega: float, window: int,
@@ -256,8 +322,9 @@ def run(r):
                 log_every=cfg.log_every, postfix_keys=('bit_acc',))
   enc_params = out.state.params['encoder']
   dec_params = out.state.params['decoder']
-  white_real = jax.vmap(lambda dp: fit_whitening(dec.apply(dp, train_x)))(
-      dec_params)
+  per_call = cfg.decode_batch
+  white_real = jax.vmap(whitening_fn(dec, per_call), in_axes=(0, None))(
+      dec_params, train_x)
   metrics: dict[str, np.ndarray] = {}
 
   # The post-hoc watermark on real test digits: works, but not under shift.
@@ -266,17 +333,8 @@ def run(r):
   bits_test = jax.random.bernoulli(
       k_bits, 0.5, (S, test_x.shape[0], cfg.num_bits)).astype(jnp.int32)
 
-  @jax.jit
-  @jax.vmap
-  def posthoc(ep, dp, bits):
-    xw = enc.apply(ep, test_x, bits)
-    raw = lambda x: dec.apply(dp, x)
-    return (bit_accuracy(raw(xw), bits).mean(),
-            shift_attack_bit_accuracy(raw, xw, bits).mean(),
-            jnp.sqrt(jnp.mean((xw - test_x) ** 2)))
-
-  acc_id, acc_shift, rmse = map(np.asarray,
-                                posthoc(enc_params, dec_params, bits_test))
+  acc_id, acc_shift, rmse = map(np.asarray, _posthoc_test_fn(
+      enc, dec, per_call)(enc_params, dec_params, test_x, bits_test))
   metrics['posthoc_bit_acc/identity'] = acc_id
   metrics['posthoc_bit_acc/shift'] = acc_shift
   metrics['posthoc_rmse/encoder'] = rmse
@@ -295,14 +353,13 @@ def run(r):
                      cfg.headline_estimate)
   x_held = generate(p, cfg, jax.random.normal(k_held, x1.shape), u_secret,
                     plain_keys, 0.0, cfg.base_augs, cfg.headline_estimate)
-  white_gen = jax.vmap(lambda dp, x: fit_whitening(dec.apply(dp, x)))(
-      dec_params, x_held)
+  white_gen = jax.vmap(whitening_fn(dec, per_call))(dec_params, x_held)
   test_b = jnp.broadcast_to(test_x, (S, *test_x.shape))
   for name, white in (('real', white_real), ('generated', white_gen)):
     q = p._replace(white=white)
     for data, x in (('', x_plain), ('real_test_', test_b)):
-      pv = np.asarray(p_value(cosine(_phi_all(q, x), antipodal(secret)),
-                              cfg.num_bits))
+      pv = np.asarray(p_value(cosine(_phi_all(q, x, per_call),
+                                     antipodal(secret)), cfg.num_bits))
       tag = f'white_{name}_{data}'
       metrics[f'calibration/{tag}ks_pvalue'] = np.array(
           [stats.kstest(pv[s], 'uniform').pvalue for s in range(S)])
@@ -328,7 +385,7 @@ def run(r):
       np.asarray(clf.features(plain[s])), f_real) for s in range(S)])
   metrics['fd_real/unguided'] = fd_plain
   metrics['bit_acc/unguided'] = np.asarray(
-      bit_accuracy(_phi_all(p, plain), bits).mean(1))
+      bit_accuracy(_phi_all(p, plain, per_call), bits).mean(1))
   samples = {'unguided': np.asarray(plain[0, :12])}
   # Control of the semantics claim: unguided samples from other noise.
   label_other = np.asarray(clf.predict(
@@ -340,16 +397,8 @@ def run(r):
   # swept (the encoder was trained at enc_strength): bit accuracy vs FD.
   # Decoded, as it was trained, by the raw decoder (not the whitened phi).
   for strength in cfg.posthoc_strengths:
-    enc_s = enc.clone(strength=float(strength))
-
-    @jax.jit
-    @jax.vmap
-    def posthoc_gen(ep, dp, x, b, enc_s=enc_s):
-      xw = render(enc_s.apply(ep, x, b))
-      raw = lambda z: dec.apply(dp, z)
-      return (xw, bit_accuracy(raw(xw), b).mean(),
-              shift_attack_bit_accuracy(raw, xw, b).mean())
-
+    posthoc_gen = _posthoc_gen_fn(enc.clone(strength=float(strength)), dec,
+                                  per_call)
     xw, acc, acc_shift = posthoc_gen(enc_params, dec_params, plain, bits)
     tag = f'posthoc_s{strength:g}'
     metrics[f'bit_acc/{tag}'] = np.asarray(acc)
@@ -363,11 +412,11 @@ def run(r):
     xg = generate(p, cfg, x1g, u, jax.random.split(
         jax.random.fold_in(k_guide, 1), S), omega, aug_sets[name], est,
         window, budget)
-    phi = _phi_all(p, xg)
+    phi = _phi_all(p, xg, per_call)
     c = cosine(phi, u)
     metrics[f'bit_acc/{tag}'] = np.asarray(bit_accuracy(phi, bits).mean(1))
     metrics[f'bit_acc_shift/{tag}'] = np.asarray(
-        _shift_acc_all(p, xg, bits).mean(1))
+        _shift_acc_all(p, xg, bits, per_call).mean(1))
     metrics[f'exact_decode/{tag}'] = np.asarray(
         (wm_loss(phi, u) < exact_decoding_threshold(cfg.num_bits)).mean(1))
     metrics[f'detect@1e-3/{tag}'] = np.asarray(
@@ -608,7 +657,8 @@ DATA_SIZES = {'digits': ((data_lib.DIGITS_NUM_TRAIN, 8, 8, 1), 360),
 def programs(cfg, sharded: bool = False) -> list[loop.Program]:
   """The generator and decoder training chunks, the whitening fits, the
   unguided and guided samplers (one compile per guided-steps, estimate
-  and budget), and the decoding scores (`benchmarks/paper_variants.py`)."""
+  and budget), the decoding scores and the post-hoc watermark's, the
+  decoder `decode_batch` images per call (`benchmarks/paper_variants.py`)."""
   S = cfg.num_seeds
   sds = jax.ShapeDtypeStruct
   shape, n_test = DATA_SIZES[cfg.get('dataset', 'digits')]
@@ -629,8 +679,8 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
       data=train_x, sharded=sharded)
   state = jax.eval_shape(jax.vmap(init), keys).params
   enc_params, dec_params = state['encoder'], state['decoder']
-  fit = jax.jit(jax.vmap(lambda dp, x: fit_whitening(dec.apply(dp, x)),
-                         in_axes=(0, None)))
+  per_call = cfg.decode_batch
+  fit = jax.jit(jax.vmap(whitening_fn(dec, per_call), in_axes=(0, None)))
   white = jax.eval_shape(fit, dec_params, train_x)
   images_of = lambda n: sds((S, n, *shape[1:]), jnp.float32)
   bits_of = lambda n, dt=jnp.int32: sds((S, n, cfg.num_bits), dt)
@@ -639,7 +689,7 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
   sampler = lambda guided, est, budget: _sampler(
       gen, dec, cfg.num_steps, guided, est, float(cfg.guidance_noise_std),
       float(cfg.tau), float(cfg.eta), bool(cfg.get('clip_x0', False)),
-      budget)
+      budget, cfg.decode_batch)
   sample_args = lambda m: (gen_params, dec_params, white, images_of(m),
                            bits_of(m, jnp.float32), keys,
                            sds((), jnp.float32), mask)
@@ -661,17 +711,25 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
         params=gen_train.params, note='omega and the augmentation set '
         'are traced: one compile serves the sweep points'))
   progs += [
-      loop.Program('eval/decode phi', _phi_all_fn(dec),
+      loop.Program('eval/decode phi', _phi_all_fn(dec, per_call),
                    (dec_params, white, images_of(n)),
                    calls=len(sweep_points(cfg)) + 1, params=dec_train.params,
                    note='+ 4 calls on the calibration and the test images'),
-      loop.Program('eval/decode shifted', _shift_acc_fn(dec),
+      loop.Program('eval/decode shifted', _shift_acc_fn(dec, per_call),
                    (dec_params, white, images_of(n), bits_of(n)),
-                   calls=len(sweep_points(cfg)), params=dec_train.params,
+                   calls=len(sweep_points(cfg)), params=dec_train.params),
+      loop.Program('eval/post-hoc watermark (test images)',
+                   _posthoc_test_fn(enc, dec, per_call),
+                   (enc_params, dec_params, sds((n_test, *shape[1:]),
+                                                jnp.float32), bits_of(n_test)),
+                   params=dec_train.params),
+      loop.Program('eval/post-hoc watermark (generations)',
+                   _posthoc_gen_fn(enc, dec, per_call),
+                   (enc_params, dec_params, images_of(n), bits_of(n)),
+                   calls=len(cfg.posthoc_strengths), params=dec_train.params,
                    note=('the FD classifier (features.train_classifier, '
-                         f'{cfg.classifier_steps} steps) and its features, '
-                         'the post-hoc encoder scores and the p-values '
-                         '(scipy) are not listed'))]
+                         f'{cfg.classifier_steps} steps) and its features '
+                         'and the p-values (scipy) are not listed'))]
   return progs
 
 

@@ -219,14 +219,17 @@ SHIFTS = {'shift_right': (0, 1), 'shift_left': (0, -1),
 AUGMENTATIONS = ('identity', 'noise') + tuple(SHIFTS)
 
 
-def augment(name: str, x: jax.Array, key: jax.Array, noise_std: float
-            ) -> jax.Array:
-  """One named augmentation: 'identity', 'noise' (x + noise_std N(0, I)) or
-  a 1-pixel shift ('shift_right', 'shift_left', 'shift_down', 'shift_up')."""
+def augment(name: str, x: jax.Array, key: jax.Array, noise_std: float,
+            noise: jax.Array | None = None) -> jax.Array:
+  """One named augmentation: 'identity', 'noise' (x + noise_std N(0, I); the
+  N(0, I) draw of `key`, or `noise` if given) or a 1-pixel shift
+  ('shift_right', 'shift_left', 'shift_down', 'shift_up')."""
   if name == 'identity':
     return x
   if name == 'noise':
-    return x + noise_std * jax.random.normal(key, x.shape, x.dtype)
+    if noise is None:
+      noise = jax.random.normal(key, x.shape, x.dtype)
+    return x + noise_std * noise
   if name in SHIFTS:
     return shift(x, *SHIFTS[name])
   raise ValueError(f'unknown augmentation {name!r}; use one of '
@@ -457,7 +460,8 @@ def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
                        key: jax.Array, mask: jax.Array, *,
                        noise_std: float, tau: float, eta: float,
                        budget: str = 'shared',
-                       box: tuple[float, float] | None = None) -> jax.Array:
+                       box: tuple[float, float] | None = None,
+                       chunk: int = 0) -> jax.Array:
   """The guidance direction d (the descent step is -d) from the per-
   augmentation gradients g_T = grad log L(T(x0)) at x0.
 
@@ -467,7 +471,10 @@ def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
   'per_task': every task gets its own unit: g_T <- g_T / max(eta, ||g_T||),
   then d = clip_tau(PCGrad_T(g_T)) (||d|| <= |T|; with one task the two
   budgets coincide). box=(lo, hi): x0 is the clipped image and g is first
-  projected onto the box (`project_to_box`).
+  projected onto the box (`project_to_box`). The per-image gradients are
+  taken `chunk` images at a time (`nets.in_chunks`; 0: all at once), with
+  the noise augmentation drawn for the whole batch, so the result does not
+  depend on `chunk` (up to float rounding).
 
   Args:
     phi_fn: images -> whitened logits [B, M].
@@ -485,9 +492,9 @@ def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
   k_noise, k_order = jax.random.split(key)
   b = x0.shape[0]
 
-  def grad_of(name, x):
+  def grad_of(name, x, u, noise):
     def total(x):
-      xa = augment(name, x, k_noise, noise_std)
+      xa = augment(name, x, k_noise, noise_std, noise)
       return jnp.sum(jnp.log(wm_loss(phi_fn(xa), u) + LOG_EPS))
     return jax.grad(total)(x)  # per-image: images do not interact
 
@@ -495,7 +502,11 @@ def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
     return g / jnp.maximum(eta, jnp.sqrt(jnp.sum(g * g, axis=(-3, -2, -1),
                                                  keepdims=True)))
 
-  grads = jnp.stack([grad_of(n, x0) for n in AUGMENTATIONS])
+  def per_image(x, u, noise):  # [B', tasks, H, W, C]
+    return jnp.stack([grad_of(n, x, u, noise) for n in AUGMENTATIONS], 1)
+
+  noise = jax.random.normal(k_noise, x0.shape, x0.dtype)
+  grads = jnp.moveaxis(nets.in_chunks(per_image, chunk)(x0, u, noise), 1, 0)
   if box is not None:
     grads = project_to_box(grads, x0[None], *box)
   if budget == 'per_task':
@@ -514,7 +525,7 @@ def guided_sample(velocity: Velocity, phi_fn: Phi, x1: jax.Array,
                   mask: jax.Array, estimate: str = 'tweedie',
                   noise_std: float = 0.1, tau: float = 1.0,
                   eta: float = 1e-3, clip_x0: bool = False,
-                  budget: str = 'shared') -> jax.Array:
+                  budget: str = 'shared', chunk: int = 0) -> jax.Array:
   """Euler sampling with watermark guidance in the last `guided_steps` steps.
 
   At a guided step k (t = t_k -> s = t_{k+1}): v = v_theta(x, t); x0hat by
@@ -522,6 +533,7 @@ def guided_sample(velocity: Velocity, phi_fn: Phi, x1: jax.Array,
   (`guidance_direction` with `budget`); x <- x + (s - t) vhat. With
   `clip_x0` the decoder sees the clipped x0hat and d is projected onto the
   clip box [-1, 1]. omega = 0 (or an empty mask) is the unguided sampler.
+  `chunk`: images per decoder-gradient call (`guidance_direction`).
   Returns x at t = 0 (unclipped).
   """
   if estimate not in ('tweedie', 'complete'):
@@ -550,7 +562,7 @@ def guided_sample(velocity: Velocity, phi_fn: Phi, x1: jax.Array,
     d = guidance_direction(phi_fn, x0, u, jax.random.fold_in(key, k), mask,
                            noise_std=noise_std, tau=tau, eta=eta,
                            budget=budget,
-                           box=(-1.0, 1.0) if clip_x0 else None)
+                           box=(-1.0, 1.0) if clip_x0 else None, chunk=chunk)
     return flow.euler_update(x, v + omega * d, t, s), None
 
   if guided_steps:

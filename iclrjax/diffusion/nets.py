@@ -21,7 +21,8 @@ Input Fourier features (`fourier_features`) follow VDM's
 the input from the data grid in the high-SNR regime, which is where a
 likelihood model of quantised data spends most of its bits.
 
-Parameter EMA: `ema_update` and `ema_decay_debiased`.
+Parameter EMA: `ema_update` and `ema_decay_debiased`; `in_chunks` applies a
+per-example function to a large batch a chunk at a time.
 """
 
 from __future__ import annotations
@@ -415,7 +416,28 @@ def ema_decay_debiased(step: int | jax.Array,
   return decay * (-jnp.expm1(k * log_d)) / (-jnp.expm1((k + 1) * log_d))
 
 
+def in_chunks(fn: Any, chunk: int | None = None) -> Any:
+  """fn(*xs) over the leading (example) axis of its arrays in chunks of
+  `chunk` examples, one `lax.map` step each, outputs concatenated.
+
+  For an fn that acts on every example on its own (a decoder, a per-image
+  metric) the result is fn(*xs) up to float rounding, in the memory of one
+  chunk. `chunk` None, 0 or >= the number of examples: fn(*xs) itself.
+  The chunk must divide the number of examples (ValueError otherwise).
+  """
+  def chunked(*xs):
+    n = jax.tree.leaves(xs)[0].shape[0]
+    if not chunk or chunk >= n:
+      return fn(*xs)
+    if n % chunk:
+      raise ValueError(f'chunk={chunk} does not divide the {n} examples')
+    split = lambda a: a.reshape(n // chunk, chunk, *a.shape[1:])
+    out = jax.lax.map(lambda a: fn(*a), jax.tree.map(split, xs))
+    return jax.tree.map(lambda a: a.reshape(n, *a.shape[2:]), out)
+  return chunked
+
+
 __all__: Sequence[str] = ['ResMLP', 'ResMLPBlock', 'TimeEmbed', 'UNet',
                           'UNetAttnBlock', 'UNetResBlock', 'ema_decay_debiased',
-                          'ema_update', 'fourier_features',
+                          'ema_update', 'fourier_features', 'in_chunks',
                           'timestep_embedding']

@@ -10,6 +10,7 @@ from scipy import special as sp_special
 from scipy import stats
 
 from configs import guidance_wm as gwm_config
+from iclrjax.core import config as cfg_lib
 from iclrjax.core import loop
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import guidance_wm as gwm
@@ -210,6 +211,43 @@ def random_decoder():
   params = dec.init(jax.random.key(0), x[:1])
   white = gwm.fit_whitening(dec.apply(params, x))
   return gwm.whitened_phi(dec, params, white), x
+
+
+def test_decoding_in_chunks_gives_the_same_numbers():
+  """`decode_batch` (the paper variant's images per decoder call) changes
+  memory, not results: the whitening fit, the whitened logits and the
+  shift-attack accuracy, chunked and all at once."""
+  from experiments import guidance_wm as gwm_exp  # pylint: disable=g-import-not-at-top
+  dec = gwm.WMDecoder(num_bits=8, channels=4)
+  x = jnp.asarray(flow.digits('train'))[:12]
+  dp = jax.vmap(lambda k: dec.init(k, x[:1]))(
+      jax.random.split(jax.random.key(0), 2))
+  fit = lambda n: jax.vmap(gwm_exp.whitening_fn(dec, n),
+                           in_axes=(0, None))(dp, x)
+  xs = jnp.stack([x, x[::-1]])
+  bits = jax.random.bernoulli(jax.random.key(1), 0.5, (2, 12, 8))
+  white = fit(0)
+  for a, b in zip(fit(4), white):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+      gwm_exp._phi_all_fn(dec, 4)(dp, white, xs),
+      gwm_exp._phi_all_fn(dec, 0)(dp, white, xs), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(
+      gwm_exp._shift_acc_fn(dec, 4)(dp, white, xs, bits),
+      gwm_exp._shift_acc_fn(dec, 0)(dp, white, xs, bits), atol=1e-6)
+  first = lambda t: jax.tree.map(lambda a: a[0], t)
+  phi_fn = gwm.whitened_phi(dec, first(dp), first(white))
+  direction = jax.jit(lambda n: gwm.guidance_direction(
+      phi_fn, x, gwm.antipodal(bits[0]), jax.random.key(2),
+      jnp.ones(len(gwm.AUGMENTATIONS)), noise_std=0.1, tau=1.0, eta=1e-3,
+      budget='per_task', box=(-1.0, 1.0), chunk=n), static_argnums=0)
+  np.testing.assert_allclose(direction(4), direction(0), rtol=1e-4,
+                             atol=1e-5)
+  c = gwm_config.get_config('smoke')
+  assert c.decode_batch == 0
+  c.decode_batch = 7
+  with pytest.raises(cfg_lib.ConfigError, match='decode_batch'):
+    gwm_exp.check_config(c)
 
 
 def test_one_guided_step_decreases_the_loss(random_decoder):

@@ -333,3 +333,18 @@ def test_ema_decay_debiased_formula():
                              / (1 - 0.999 ** 3001), rtol=1e-6)
   # Works under jit with a traced step.
   assert jax.jit(nets.ema_decay_debiased)(jnp.int32(5), 0.99).shape == ()
+
+
+def test_in_chunks_equals_one_call():
+  """A per-example fn over chunks of the batch: the same pytree of results
+  (a lax.map step per chunk); None, 0 or a chunk >= the batch: one call."""
+  x = jnp.arange(24.0).reshape(6, 4)
+  y = jnp.arange(6.0)
+  fn = lambda a, b: {'s': jnp.sin(a) @ jnp.ones(4) * b, 'a': 2.0 * a}
+  want = fn(x, y)
+  for chunk in (None, 0, 2, 3, 6, 8):
+    got = nets.in_chunks(fn, chunk)(x, y)
+    np.testing.assert_allclose(got['s'], want['s'], rtol=1e-6)
+    np.testing.assert_array_equal(got['a'], want['a'])
+  with pytest.raises(ValueError, match='does not divide'):
+    nets.in_chunks(fn, 4)(x, y)
