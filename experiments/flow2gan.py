@@ -153,9 +153,10 @@ def load_data(c) -> tuple[np.ndarray | None, dict[str, Any]]:
   """(training clips or None, the test set).
 
   synthetic: None (the steps draw their clips) and `test_set(c)`. libritts:
-  clips_per_file random clip_length segments of every training file
-  [n_train * clips_per_file, clip_length] (cut with c.seed), and num_test
-  segments of the held-out files (file i mod n, cut with c.test_seed).
+  clips_per_file random clip_length segments of every training file (cut
+  with c.seed; the last few dropped to a whole number of batches,
+  `pool_size`), and num_test segments of the held-out files (file i mod n,
+  cut with c.test_seed).
   """
   if c.dataset == 'synthetic':
     return None, test_set(c)
@@ -165,8 +166,16 @@ def load_data(c) -> tuple[np.ndarray | None, dict[str, Any]]:
   cut = lambda paths, n, seed: audio.wav_clips(
       paths, sample_rate=c.sample_rate, clip_length=c.clip_length,
       num_clips=n, seed=seed)
-  return (cut(train, c.clips_per_file * len(train), c.seed),
+  clips = cut(train, c.clips_per_file * len(train), c.seed)
+  return (clips[:pool_size(len(clips), c)],
           test_set(c, cut(held, c.num_test, c.test_seed)))
+
+
+def pool_size(n: int, c) -> int:
+  """Training clips kept of n: a multiple of batch_size (n itself if below
+  it), so that the pool splits over any data axis the batch splits over
+  (1/m of it per device) rather than being copied to every device."""
+  return n - n % c.batch_size if n >= c.batch_size else n
 
 
 def _tag(variant: str, steps: int) -> str:
@@ -394,15 +403,15 @@ def programs(c, sharded: bool = False) -> list[loop.Program]:
   evaluator per (branches, steps, parametrisation), as `run` compiles them
   (`benchmarks/paper_variants.py`)."""
   from_data = c.dataset != 'synthetic'
-  clips = (jax.ShapeDtypeStruct((LIBRITTS_TRAIN_FILES * c.clips_per_file,
-                                 c.clip_length), jnp.float32)
-           if from_data else None)
+  clips = (jax.ShapeDtypeStruct((pool_size(
+      LIBRITTS_TRAIN_FILES * c.clips_per_file, c), c.clip_length),
+                                 jnp.float32) if from_data else None)
   test = test_set_shapes(c, from_data)
   keys = jax.ShapeDtypeStruct((c.num_seeds, 2), jnp.uint32)
   chunk = lambda n: min(c.steps_per_chunk, n)
   note = (f'the clip pool is LibriTTS train, {LIBRITTS_TRAIN_FILES} files x '
-          f'{c.clips_per_file} (in device memory, split over data)'
-          if from_data else '')
+          f'{c.clips_per_file} cut to whole batches (in device memory, '
+          'split over data)' if from_data else '')
   progs, models, emas, evals = [], {}, {}, {}
   for v in c.fm_variants:
     pred_x1, spectral, branches = FM_VARIANTS[v]

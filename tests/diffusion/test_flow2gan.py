@@ -331,6 +331,14 @@ def test_paper_variant_trains_on_a_libritts_folder(libritts_dir, tmp_path):
   # Four training files (one clip each, the 0.1 s one padded), two held out.
   assert train.shape == (4, 512) and test['audio'].shape == (2, 512)
   assert (train[3, 800:] == 0).all() and np.abs(train).max() <= 1.0
+  # The pool is a whole number of batches (so it splits over the data axis
+  # with the batch): the last clips are dropped, the others unchanged.
+  c3 = _tiny_paper_config(libritts_dir)
+  c3.batch_size = 3
+  np.testing.assert_array_equal(f2g_exp.load_data(c3)[0], train[:3])
+  paper = f2g_config.get_config('paper')
+  assert f2g_exp.pool_size(f2g_exp.LIBRITTS_TRAIN_FILES, paper) == 354_752
+  assert f2g_exp.pool_size(5, paper) == 5    # under one batch: all kept
   s = EXPERIMENT.execute(c, tmp_path / 'run', quiet=True)
   assert s['config']['dataset'] == 'libritts'
   for k in ('lsd', 'lsd_quiet', 'mrstft'):
