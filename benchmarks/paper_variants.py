@@ -129,8 +129,10 @@ def measure(name: str, variant: str, run: bool, sharded: bool = False
     row = dict(experiment=name, variant=variant, program=prog.name,
                params=prog.params, steps=prog.steps, calls=prog.calls,
                note=prog.note)
-    flops, unknown = jaxpr_flops(jax.make_jaxpr(prog.fn)(*prog.args).jaxpr)
-    row.update(flops_per_call=flops, while_loop=unknown)
+    if not sharded:   # the same FLOPs on a mesh (and traced under it)
+      flops, unknown = jaxpr_flops(
+          jax.make_jaxpr(prog.fn)(*prog.args).jaxpr)
+      row.update(flops_per_call=flops, while_loop=unknown)
     t0 = time.perf_counter()
     compiled = prog.fn.lower(*prog.args).compile()
     row['compile_s'] = round(time.perf_counter() - t0, 2)
@@ -281,7 +283,8 @@ def table(rows: list[dict[str, Any]], mfu: float) -> str:
     if 'error' in r:
       lines.append(f"| {r['experiment']} | error: {r['error']} | | | | | | | |")
       continue
-    flops = _fmt(r['flops_per_call'] / 1e9) + ('*' if r['while_loop'] else '')
+    flops = ('-' if 'flops_per_call' not in r else
+             _fmt(r['flops_per_call'] / 1e9) + ('*' if r['while_loop'] else ''))
     lines.append(
         f"| {r['experiment']} | {r['program']} | {r.get('devices', 1)} | "
         f"{_fmt(r['params'])} | {r['steps']} x {r['calls']} | {flops} | "
