@@ -1,12 +1,7 @@
 """Run records: metrics.jsonl, TensorBoard events, progress, plots, CIs.
 
-`metrics.jsonl` holds one JSON object per logged step::
-
-  {"step": 200, "loss": [0.12, 0.11, 0.13], "accuracy": [...]}
-
-Each metric is a list over seeds (the vmapped axis), so learning curves with
-bands over seeds can be drawn from the file alone. TensorBoard gets the mean
-over seeds of every scalar. Only process 0 writes.
+`metrics.jsonl` holds a row per logged step, each metric a list over seeds:
+`{"step": 200, "loss": [0.12, 0.11, 0.13]}`; TensorBoard gets seed means.
 """
 
 from __future__ import annotations
@@ -29,10 +24,8 @@ METRICS_FILE = 'metrics.jsonl'
 
 
 def mean_ci95(values: Sequence[float] | np.ndarray) -> tuple[float, float]:
-  """Mean and half-width of a Student-t 95% confidence interval.
-
-  The half-width is 0 for a single value (no spread to estimate).
-  """
+  """Mean and half-width of a Student-t 95% confidence interval (0 for one
+  value)."""
   x = np.asarray(values, dtype=np.float64).reshape(-1)
   mean = float(np.mean(x))
   if x.size < 2:
@@ -46,13 +39,6 @@ def summarize(values: Sequence[float] | np.ndarray) -> dict[str, Any]:
   x = np.asarray(values, dtype=np.float64).reshape(-1)
   mean, ci = mean_ci95(x)
   return {'mean': mean, 'ci95': ci, 'per_seed': [float(v) for v in x]}
-
-
-def _jsonable(v: Any) -> Any:
-  a = np.asarray(v)
-  if a.ndim == 0:
-    return a.item()
-  return a.tolist()
 
 
 def read_metrics(workdir: str | os.PathLike) -> list[dict[str, Any]]:
@@ -80,39 +66,27 @@ class MetricWriter:
   def __init__(self, workdir: str | os.PathLike, *, enabled: bool = True,
                tensorboard: bool = True):
     self.workdir = pathlib.Path(workdir)
+    self.path = self.workdir / METRICS_FILE
+    self.tb_dir = self.workdir / 'tensorboard'
     self.enabled = enabled
     self._tb = None
     self._use_tb = enabled and tensorboard
-    # False until the first truncate (the first train call) has checked the
-    # files a killed earlier process may have left (rows past its last
-    # checkpoint, TensorBoard events out of step with metrics.jsonl).
+    # False until the first truncate has checked what a killed process may
+    # have left (rows past its checkpoint, TensorBoard out of step).
     self._synced = False
     if enabled:
       self.workdir.mkdir(parents=True, exist_ok=True)
       if self._use_tb:
         self._open_tb()
 
-  @property
-  def path(self) -> pathlib.Path:
-    return self.workdir / METRICS_FILE
-
-  @property
-  def tb_dir(self) -> pathlib.Path:
-    return self.workdir / 'tensorboard'
-
   def _open_tb(self) -> None:
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
     self._tb = SummaryWriter(str(self.tb_dir))
 
   def truncate(self, last_step: int, phase: str | None = None) -> None:
-    """Drops rows of `phase` after `last_step` (logged after the checkpoint).
-
-    A run killed after logging step N but before checkpointing it (or before
-    its first checkpoint: `last_step` 0) would otherwise log those steps
-    twice on resume; truncating keeps the file identical to an
-    uninterrupted run's. Rows of other phases are kept. TensorBoard event
-    files cannot be cut, so they are rewritten from the kept rows.
-    """
+    """Drops rows of `phase` after `last_step` (logged after the checkpoint
+    a resumed run restarts from), so the file equals an uninterrupted run's;
+    TensorBoard events cannot be cut, so they are rewritten from the rest."""
     synced, self._synced = self._synced, True
     if not self.enabled or not self.path.exists():
       return
@@ -123,9 +97,7 @@ class MetricWriter:
         b'\n')
     if changed:
       tmp = self.path.with_suffix('.jsonl.tmp')
-      with tmp.open('w') as f:
-        for r in rows:
-          f.write(json.dumps(r) + '\n')
+      tmp.write_text(''.join(json.dumps(r) + '\n' for r in rows))
       os.replace(tmp, self.path)
     if self._use_tb and (changed or not synced):
       self._rewrite_tb(rows)
@@ -154,7 +126,7 @@ class MetricWriter:
     row = {'step': int(step)}
     if phase is not None:
       row['phase'] = phase
-    row.update({k: _jsonable(v) for k, v in metrics.items()})
+    row.update({k: np.asarray(v).tolist() for k, v in metrics.items()})
     with self.path.open('a') as f:
       f.write(json.dumps(row) + '\n')
     if self._tb is not None:
@@ -183,20 +155,15 @@ class MetricWriter:
 
 
 def quiet_default() -> bool:
-  """Whether to log lines instead of drawing a progress bar.
-
-  ICLRJAX_QUIET=1 (or 0) decides when set; otherwise quiet under CI and
-  pytest, a bar in Jupyter (tqdm.auto draws a widget there), and a bar on a
-  terminal (quiet when stderr is redirected).
-  """
+  """Whether to log lines instead of drawing a progress bar: ICLRJAX_QUIET=1
+  (or 0) if set, else quiet under CI and pytest and when stderr is not a
+  terminal, but a bar in Jupyter."""
   env = os.environ.get('ICLRJAX_QUIET', '')
   if env:
     return env != '0'
   if os.environ.get('CI') or 'PYTEST_CURRENT_TEST' in os.environ:
     return True
-  if 'ipykernel' in sys.modules:
-    return False
-  return not sys.stderr.isatty()
+  return 'ipykernel' not in sys.modules and not sys.stderr.isatty()
 
 
 class Progress:
@@ -250,8 +217,7 @@ def curves(rows: Sequence[Mapping[str, Any]],
 
 
 def subplots(nrows: int = 1, ncols: int = 1, **kwargs):
-  """`(fig, axes)` like `plt.subplots`, without pyplot: no global backend
-  switch (a notebook keeps its inline backend) and nothing to close."""
+  """`(fig, axes)` like `plt.subplots`, without pyplot's global backend."""
   from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
   fig = Figure(figsize=kwargs.pop('figsize', None))
   return fig, fig.subplots(nrows, ncols, **kwargs)
@@ -266,8 +232,7 @@ def save_figure(fig, path: str | os.PathLike) -> pathlib.Path:
 
 
 def series_style(i: int) -> dict[str, Any]:
-  """Colour and line style of the i-th series: 10 colours x 4 dash patterns,
-  so that up to 40 methods (a method and its ablations) stay distinct."""
+  """Colour and line style of the i-th series (10 colours x 4 dashes)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   colours = matplotlib.colormaps['tab10'].colors
   styles = ('-', '--', ':', '-.')
@@ -276,8 +241,7 @@ def series_style(i: int) -> dict[str, Any]:
 
 
 def outside_legend(ax, fontsize: float = 7, **kwargs) -> None:
-  """A legend to the right of `ax`, outside the data (save the figure with
-  bbox_inches='tight' so it is kept)."""
+  """A legend to the right of `ax`, outside the data."""
   ax.legend(fontsize=fontsize, loc='upper left', bbox_to_anchor=(1.02, 1.0),
             borderaxespad=0.0, frameon=False, **kwargs)
 
@@ -289,25 +253,19 @@ def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
                 bounds: tuple[float, float] | None = None) -> pathlib.Path:
   """Plots (label, x [T], values [T, n]) series: mean and 95% band over n.
 
-  Each series gets its own colour and line style (`series_style`); the
-  legend sits outside the axes. `bounds`: the range the metric cannot leave
-  (e.g. (0, 1) for accuracy); the t-band is clipped to it. Without `bounds`,
-  a series whose every value is >= 0 (a regret, an error, a loss) has its
-  band clipped at 0. A series that is constant over x and seeds is drawn but
-  labelled '(constant)', so a flat panel says what it is.
+  The band is clipped to `bounds` (the range the metric cannot leave), else
+  at 0 for a series that is never negative; a constant series is labelled
+  '(constant)'.
   """
   fig, ax = subplots(figsize=(7.5, 4))
   for i, (label, steps, vals) in enumerate(series):
     if not len(steps):
       continue
     vals = np.asarray(vals, np.float64)
-    mean = np.nanmean(vals, axis=1)
-    n = vals.shape[1]
-    if n > 1:
-      sem = np.nanstd(vals, axis=1, ddof=1) / math.sqrt(n)
-      half = scipy.stats.t.ppf(0.975, n - 1) * sem
-    else:
-      half = np.zeros_like(mean)
+    mean, n = np.nanmean(vals, axis=1), vals.shape[1]
+    half = scipy.stats.t.ppf(0.975, n - 1) * (
+        np.nanstd(vals, axis=1, ddof=1) / math.sqrt(n)) if n > 1 else (
+            np.zeros_like(mean))
     lo, hi = mean - half, mean + half
     if logy:  # a t-band can cross zero; on a log axis stop it at the data
       lo = np.maximum(lo, np.nanmin(vals, axis=1))
@@ -338,14 +296,9 @@ def plot_bars(values: Mapping[str, np.ndarray], path: str | os.PathLike, *,
               title: str = '', ylabel: str = 'value',
               bounds: tuple[float, float] | None = None,
               highlight: Sequence[str] = ()) -> pathlib.Path:
-  """Compares methods (arms, ablations) on one metric: {label: values [n]}.
-
-  One bar per label at its mean over the n seeds, a 95% t-interval as an
-  error bar (clipped to `bounds`, the range the metric cannot leave) and
-  each seed as a dot, so a reader sees the spread as well as the mean.
-  Labels in `highlight` (the method) are drawn in the first colour, the
-  others in grey.
-  """
+  """Compares methods on one metric, {label: values [n]}: a bar at the mean,
+  a 95% t-interval (clipped to `bounds`) and a dot per seed; `highlight`
+  (the method) in colour, the others grey."""
   labels = list(values)
   fig, ax = subplots(figsize=(max(4.0, 1.1 * len(labels) + 1.5), 4))
   for i, label in enumerate(labels):
@@ -362,8 +315,9 @@ def plot_bars(values: Mapping[str, np.ndarray], path: str | os.PathLike, *,
     jitter = np.linspace(-0.15, 0.15, n) if n > 1 else np.zeros(1)
     ax.scatter(i + jitter, vals, s=10, color='k', zorder=3)
   ax.set_xticks(range(len(labels)))
-  ax.set_xticklabels(labels, rotation=20 if len(labels) > 3 else 0,
-                     ha='right' if len(labels) > 3 else 'center', fontsize=8)
+  many = len(labels) > 3
+  ax.set_xticklabels(labels, rotation=20 if many else 0,
+                     ha='right' if many else 'center', fontsize=8)
   ax.set_ylabel(ylabel)
   if bounds is not None:
     ax.set_ylim(bottom=bounds[0])
@@ -380,10 +334,8 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
                 labels: Sequence[str] | None = None,
                 logy: bool = False) -> pathlib.Path:
   """Plots mean and 95% CI band over seeds of `keys` into one PNG."""
-  series = []
-  for i, key in enumerate(keys):
-    steps, vals = curves(rows, key)
-    series.append((labels[i] if labels else key, steps, vals))
+  series = [((labels or keys)[i], *curves(rows, key))
+            for i, key in enumerate(keys)]
   return plot_series(series, path, title=title, xlabel=xlabel,
                      ylabel=ylabel or (keys[0] if len(keys) == 1 else 'value'),
                      logy=logy)
