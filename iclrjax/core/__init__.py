@@ -28,7 +28,7 @@ Example:
 """
 
 from iclrjax.core import (checkpoint, config, data, distributed, extras,
-                          launch, logging, loop, supervised, timing)
+                          launch, logging, loop, supervised)
 from iclrjax.core.checkpoint import Checkpointer
 from iclrjax.core.config import ConfigError, validate
 from iclrjax.core.data import DatasetNotFoundError, batch_indices

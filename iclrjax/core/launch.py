@@ -30,7 +30,6 @@ import json
 import logging as std_logging
 import os
 import pathlib
-import re
 import shlex
 import subprocess
 import sys
@@ -160,11 +159,6 @@ class Run:
   def rows(self) -> list[dict[str, Any]]:
     """metrics.jsonl rows written so far."""
     return log_lib.read_metrics(self.workdir)
-
-  def plot(self, keys: Sequence[str], name: str, **kwargs) -> pathlib.Path:
-    """Plots metric `keys` (mean, 95% band) into plots/<name>.png."""
-    return log_lib.plot_curves(self.rows(), keys, self.plots_dir / f'{name}.png',
-                               **kwargs)
 
 
 class MissingDataError(FileNotFoundError):
@@ -335,13 +329,6 @@ class Experiment:
                       'phases': run.splits},
     }
     if main_proc:
-      rows = log_lib.read_metrics(wd)
-      keys = sorted({k for r in rows for k in r if k not in ('step', 'phase')})
-      if not list((wd / 'plots').glob('*.png')):  # unless it drew its own
-        for key in keys[:32]:
-          name = re.sub(r'[^A-Za-z0-9_.-]+', '_', key)
-          log_lib.plot_curves(rows, [key], wd / 'plots' / f'{name}.png',
-                              title=f'{self.name}: {key}')
       _write_json(wd / 'summary.json', summary)
     for c in result.claims:
       logging.info('claim %s: %s (%s)',
