@@ -1,14 +1,9 @@
 """The device mesh `('seeds', 'data')`, shardings, and multi-host set-up.
 
-One 2-D mesh spans every device of every process: 'seeds' takes
-gcd(num_seeds, device count) devices (each holds as many seeds), 'data' the
-rest, over which a seed's batch is split. So 8 seeds on 8 devices is (8, 1),
-3 seeds (1, 8), 10 seeds (2, 4). A step marks its batch with `shard_batch`;
-under the loop's `vmap(..., spmd_axis_name='seeds')` it is laid out
-`P('seeds', 'data')` and XLA partitions the step (per-seed reductions become
-all-reduces over 'data'). Shared datasets are placed with `data_sharding`.
-Multi-host: `maybe_initialize` runs `jax.distributed.initialize()` before
-any computation; then `jax.devices()` lists every host's devices.
+The mesh spans every device of every process: 'seeds' takes gcd(num_seeds,
+device count) devices and 'data' the rest (8 devices: 8 seeds are (8, 1),
+10 seeds (2, 4), 1 seed (1, 8)). A step marks its batch with `shard_batch`
+and XLA splits it over 'data'; `maybe_initialize` sets up multi-host.
 """
 
 from __future__ import annotations
@@ -41,12 +36,12 @@ def maybe_initialize(enabled: bool, **kwargs: Any) -> None:
   global _initialized
   if not enabled or _initialized:
     return
-  for kwarg, env in (('coordinator_address', 'JAX_COORDINATOR_ADDRESS'),
-                     ('num_processes', 'JAX_NUM_PROCESSES'),
-                     ('process_id', 'JAX_PROCESS_ID')):
+  for kwarg, env, conv in (
+      ('coordinator_address', 'JAX_COORDINATOR_ADDRESS', str),
+      ('num_processes', 'JAX_NUM_PROCESSES', int),
+      ('process_id', 'JAX_PROCESS_ID', int)):
     if kwarg not in kwargs and os.environ.get(env):
-      value = os.environ[env]
-      kwargs[kwarg] = value if kwarg == 'coordinator_address' else int(value)
+      kwargs[kwarg] = conv(os.environ[env])
   if 'cpu' in (jax.config.jax_platforms or 'cpu'):
     jax.config.update('jax_cpu_collectives_implementation', 'gloo')
   jax.distributed.initialize(**kwargs)
@@ -86,9 +81,7 @@ def check_covers_processes(mesh: Mesh) -> None:
 
 def mesh_size(mesh: Mesh | None) -> dict[str, int]:
   """{'seeds': k, 'data': m} of a mesh (None: one device)."""
-  if mesh is None:
-    return {SEEDS: 1, DATA: 1}
-  return {SEEDS: int(mesh.shape[SEEDS]), DATA: int(mesh.shape[DATA])}
+  return {a: 1 if mesh is None else int(mesh.shape[a]) for a in AXES}
 
 
 def seed_sharding(mesh: Mesh) -> NamedSharding:

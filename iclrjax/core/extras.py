@@ -1,16 +1,7 @@
-"""Optional dependencies, grouped as the package's extras.
+"""Optional dependencies, grouped as the package's extras (`EXTRAS`).
 
-`pip install iclrjax` installs what every paper needs (JAX, Flax, Optax,
-Orbax, TFDS, ...). A family's heavier dependencies are an extra:
-
-  pip install 'iclrjax[rl]'          # gymnax, brax, MuJoCo/MJX, flowjax
-  pip install 'iclrjax[causal]'      # xgboost (the front-door XGBoost variant)
-  pip install 'iclrjax[stats]'       # lightgbm (FastMix's RegMix), blackjax (SGLD)
-  pip install 'iclrjax[timeseries]'  # statsmodels (its real series)
-  pip install 'iclrjax[graph]'       # networkx (karate club)
-  pip install 'iclrjax[snn]'         # mnist1d, h5py (SHD)
-  pip install 'iclrjax[all]'         # all of them
-
+`pip install iclrjax` installs what every paper needs; a family's heavier
+dependencies come with `pip install 'iclrjax[<extra>]'` (or `[all]`).
 `require(module, extra)` imports `module` where it is needed (never when a
 method module is imported), or raises a one-line `MissingExtraError` naming
 the extra; the launchers print that line and exit 2.
@@ -26,11 +17,11 @@ import types
 # dependencies; tests/core/test_extras.py checks the two agree).
 EXTRAS: dict[str, tuple[str, ...]] = {
     'rl': ('gymnax', 'brax', 'mujoco', 'flowjax', 'paramax'),
-    'causal': ('xgboost',),
-    'stats': ('lightgbm', 'blackjax'),
-    'timeseries': ('statsmodels',),
-    'graph': ('networkx',),
-    'snn': ('mnist1d', 'h5py'),
+    'causal': ('xgboost',),             # the front-door XGBoost variant
+    'stats': ('lightgbm', 'blackjax'),  # FastMix's RegMix, SGLD
+    'timeseries': ('statsmodels',),     # its real series
+    'graph': ('networkx',),             # karate club
+    'snn': ('mnist1d', 'h5py'),         # h5py: SHD
 }
 
 

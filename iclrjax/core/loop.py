@@ -1,18 +1,11 @@
 """The canonical compiled training loop: `scan` over steps, `vmap` over seeds.
 
-A method is two pure functions over pytrees of arrays::
-
-  init(key) -> state                        # one seed
-  step(state, t[, data]) -> (state, metrics)  # one step; t: int32 step index
-
-Minibatches are drawn inside `step` from (key, t), so the step counter is the
-whole data-iterator position; `data` (a training split shared by every
-seed) is an argument of the compiled program, not a constant in it.
-`chunk_fn` compiles `chunk_size` steps under one `lax.scan`, vmapped over a
-leading seed axis (`spmd_axis_name='seeds'`) and jitted on the ('seeds',
-'data') mesh of `core.distributed`; `chunks` yields after each chunk and
-`train` adds restore, metrics.jsonl, progress and checkpoints. Seed i's key
-is `fold_in(PRNGKey(seed), i)` however many seeds run.
+A method is `init(key) -> state` (one seed) and `step(state, t[, data]) ->
+(state, metrics)`, t the int32 step index from which `step` draws its
+minibatch, `data` a training split passed as an argument of the program.
+`chunk_fn` compiles `chunk_size` steps, vmapped over seeds on the ('seeds',
+'data') mesh; `chunks` yields after each chunk; `train` adds restore,
+metrics.jsonl, progress and checkpoints.
 """
 
 from __future__ import annotations
@@ -181,23 +174,14 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
   """Runs (or resumes) a whole training run; the canonical driver.
 
   Args:
-    seed: base seed; row i of the seed axis uses `fold_in(PRNGKey(seed),
-      seed_ids[i])`, seed_ids defaulting to first_seed, first_seed + 1, ...
-      (a sweep repeats them, e.g. [0, 1, 0, 1]: common random numbers).
-    init_args: per-row arguments (leading axis num_seeds), passed as
-      init_fn(key, args): a sweep point's hyperparameters.
-    phase: a name for this training run when an experiment runs several:
-      metrics become "<phase>/<key>" and rows carry {"phase": phase}.
-    chunk_size: steps per compiled `scan` call; Python logs and maybe
-      checkpoints after each.
-    mesh: the ('seeds', 'data') mesh; None: one device.
+    seed: row i of the seed axis uses `fold_in(PRNGKey(seed), seed_ids[i])`
+      (default first_seed + i; a sweep repeats them: [0, 1, 0, 1]).
+    init_args: per-row arguments, passed as init_fn(key, args).
+    phase: names one of several training runs: metrics "<phase>/<key>".
     data: arrays shared by every seed, passed as `step_fn(state, t, data)`.
-    writer: gets a row every `log_every` steps (default: per chunk); a row's
-      "step" counts the steps completed.
-    checkpointer: restores the latest checkpoint (and truncates
-      metrics.jsonl to it), saves every `checkpoint_every` chunks (0: only
-      at the end) and at the end.
-    progress: a progress bar (None: unless quiet, see logging).
+    writer: a row every `log_every` steps (default: per chunk).
+    checkpointer: restores the latest checkpoint (truncating the writer's
+      rows to it), saves at the end and every `checkpoint_every` chunks.
     postfix_keys: metrics shown (seed mean) beside the progress bar.
   """
   keys = seed_keys(seed, num_seeds, first_seed, seed_ids)
@@ -256,16 +240,10 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
 
 @dataclasses.dataclass
 class Program:
-  """One jitted function of an experiment at its config's shapes, not run.
-
-  An experiment's `programs(cfg)` lists them so that
-  `benchmarks/paper_variants.py` can compile, cost and time a variant. `args`
-  are `jax.ShapeDtypeStruct`s; `calls`: how often a run calls `fn`; `steps`:
-  training steps per call (0: not training); `params`: per seed;
-  `batch_axis`: whether the step marks a batch with `shard_batch`; `note`:
-  what the program leaves out; `init(mesh)`: concrete `args` (seeds 0..,
-  step 0) for paper_variants' --compare of 1 and 8 devices.
-  """
+  """One jitted function of an experiment at its config's shapes, not run,
+  for `benchmarks/paper_variants.py`: `fn(*args)` is called `calls` times
+  for `steps` training steps each; `batch_axis`: whether it marks a batch
+  with `shard_batch`; `init(mesh)`: concrete `args` (seeds 0.., step 0)."""
 
   name: str
   fn: Callable[..., Any]
