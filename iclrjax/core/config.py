@@ -12,10 +12,9 @@ keyed by dotted path::
   }
   config.validate(cfg, CONSTRAINTS, default=get_config())
 
-`validate` raises `ConfigError` on the first bad field, one line naming the
-field, the value and what is allowed; a field neither the default nor a
-constraint knows is an error with a did-you-mean hint (a field only some
-variants set is declared by a constraint with required=False).
+`validate` raises `ConfigError`, one line naming the field, the value and
+what is allowed (a field only some variants set is declared by a constraint
+with required=False).
 """
 
 from __future__ import annotations
@@ -161,27 +160,24 @@ class Seq(Spec):
   max_len: int | None = None
 
   def describe(self) -> str:
-    text = 'a list'
-    if self.item is not None:
-      text += f' of {self.item.describe().removeprefix("a ").removeprefix("an ")}'
-    if self.min_len:
-      text += f' with at least {self.min_len} item(s)'
-    if self.max_len is not None:
-      text += f' with at most {self.max_len} item(s)'
-    return text
+    item = '' if self.item is None else ' of ' + self.item.describe(
+        ).removeprefix('a ').removeprefix('an ')
+    return 'a list' + item + (
+        f' with at least {self.min_len} item(s)' if self.min_len else '') + (
+            '' if self.max_len is None else
+            f' with at most {self.max_len} item(s)')
 
   def ok(self, value) -> bool:
     return isinstance(value, (list, tuple)) and self.min_len <= len(value) <= (
         len(value) if self.max_len is None else self.max_len)
 
   def check(self, value):
-    if not self.ok(value):
-      return f'expected {self.describe()}'
-    for i, v in enumerate(value if self.item is not None else ()):
-      bad = self.item.check(v)
-      if bad is not None:
-        return f'item {i} ({v!r}): {bad}'
-    return None
+    bad = super().check(value)
+    for i, v in enumerate(value if bad is None and self.item else ()):
+      item_bad = self.item.check(v)
+      if item_bad is not None:
+        return f'item {i} ({v!r}): {item_bad}'
+    return bad
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,17 +250,10 @@ def _check(path: str, spec: Spec, value: Any) -> None:
 def validate(cfg: ml_collections.ConfigDict, constraints: Mapping[str, Spec],
              *, default: ml_collections.ConfigDict | None = None,
              allow_extra: bool = False) -> None:
-  """Checks `cfg`; raises `ConfigError` on the first problem.
-
-  Args:
-    cfg: the config to check.
-    constraints: dotted field path -> `Spec`; a `Dict` spec opens a
-      sub-config whose keys vary (its keys are optional).
-    default: the experiment's default config: its fields must be present,
-      and are the fields `cfg` may have besides the constrained ones.
-    allow_extra: if False, a leaf field in `cfg` that neither `default` nor
-      `constraints` declares is an error (almost always a typo).
-  """
+  """Checks `cfg` against `constraints` (dotted path -> `Spec`); raises
+  `ConfigError` on the first problem. The fields of `default` must be
+  present; a field neither it nor a constraint declares is an error unless
+  `allow_extra` (almost always a typo)."""
   opened = [p for p, s in constraints.items() if isinstance(s, Dict)]
   in_dict = lambda path: any(path.startswith(d + '.') for d in opened)
   known = set(constraints)
