@@ -1,12 +1,9 @@
 """The shared machinery every paper runs on (no paper of its own).
 
-A method is `init(key) -> state` and `step(state, t) -> (state, metrics)`;
-`loop.train` compiles chunks of steps under `lax.scan`, vmaps them over
-seeds, shards them over the `('seeds', 'data')` mesh of
-`distributed.make_mesh`, and restores, checkpoints and logs as it goes. A
-launcher declares a `launch.Experiment` whose `run(Run) -> Result` trains,
-evaluates and states its `Claim`s, its config checked first
-(`config.validate`).
+`loop.train` compiles a method's `step(state, t) -> (state, metrics)` in
+chunks, vmapped over seeds and sharded over the ('seeds', 'data') mesh; a
+launcher's `launch.Experiment` runs `run(Run) -> Result` (training,
+evaluation, `Claim`s) after checking its config (`config.validate`).
 
 Example:
     ```python

@@ -1,10 +1,8 @@
 """Orbax checkpoints of the whole run state, resumed automatically.
 
-One pytree is saved: everything a step needs (params, optimizer state, raw
-uint32 PRNG keys, buffers, ...) plus the step counter, which is the whole
-data-iterator position (batches are `data.batch_indices(key, step, ...)`).
-Orbax writes each checkpoint into a temporary directory and renames it when
-complete, so a SIGKILL mid-save leaves the previous one as the latest.
+The state pytree and the step, the whole data-iterator position (batches
+are `data.batch_indices(key, step, ...)`); a SIGKILL mid-save leaves the
+previous checkpoint as the latest (orbax renames a finished one into place).
 """
 
 from __future__ import annotations

@@ -9,12 +9,10 @@ notebooks call `EXPERIMENT.execute(cfg, workdir)`::
   python -m experiments.linreg --config=configs/linreg.py:smoke --workdir=DIR
   python -m experiments.linreg --config.num_seeds=8 --config.seed=3
 
-`jax.distributed.initialize()` comes first (`--config.distributed=True`),
-then the checks of the config, the optional packages and the data: any
-problem is one line, exit status 2, before the workdir exists. The run
-writes config.json, metrics.jsonl, tensorboard/, checkpoints/, plots/*.png
-and summary.json into `--workdir`, by default `runs/<name>/<config hash>/`:
-the same command after a kill resumes there.
+`jax.distributed.initialize()` (`--config.distributed=True`) comes before
+the checks of the config, packages and data (one line, exit status 2). A
+run's record goes to `--workdir`, by default `runs/<name>/<config hash>/`,
+where the same command resumes after a kill.
 """
 
 from __future__ import annotations

@@ -123,10 +123,8 @@ class MetricWriter:
     """Writes one row; each value is a scalar or an array over seeds."""
     if not self.enabled:
       return
-    row = {'step': int(step)}
-    if phase is not None:
-      row['phase'] = phase
-    row.update({k: np.asarray(v).tolist() for k, v in metrics.items()})
+    row = {'step': int(step), **({} if phase is None else {'phase': phase}),
+           **{k: np.asarray(v).tolist() for k, v in metrics.items()}}
     with self.path.open('a') as f:
       f.write(json.dumps(row) + '\n')
     if self._tb is not None:

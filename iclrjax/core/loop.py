@@ -185,16 +185,16 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
     postfix_keys: metrics shown (seed mean) beside the progress bar.
   """
   keys = seed_keys(seed, num_seeds, first_seed, seed_ids)
-  start, resumed_from, state = 0, None, None
+  start, resumed_from = 0, None
   if checkpointer is not None and checkpointer.latest_step() is not None:
     abstract = abstract_states(init_fn, keys, mesh, init_args)
     state, meta = checkpointer.restore(abstract)
     start = resumed_from = int(meta['step'])
     logging.info('Resuming %s from step %d of %d', desc, start, num_steps)
+  else:
+    state = init_states(init_fn, keys, mesh, init_args)
   if writer is not None:  # rows logged after the restored step (or after 0)
     writer.truncate(start, phase=phase)
-  if state is None:
-    state = init_states(init_fn, keys, mesh, init_args)
   prefix = f'{phase}/' if phase else ''
 
   log_every = log_every or chunk_size
