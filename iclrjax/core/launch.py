@@ -299,9 +299,8 @@ class Experiment:
     writer.write_text('config', f'```\n{json.dumps(cfg_json, indent=2)}\n```')
     run = Run(name=self.name, config=cfg, workdir=wd, writer=writer,
               checkpointer=ckpt_lib.Checkpointer(
-                  wd / 'checkpoints', max_to_keep=cfg.get('keep_checkpoints',
-                                                          3)),
-              mesh=mesh,
+                  wd / 'checkpoints',
+                  max_to_keep=cfg.get('keep_checkpoints', 3)), mesh=mesh,
               quiet=log_lib.quiet_default() if quiet is None else quiet)
     commit = code_commit()  # the code that runs, before anyone edits it
     t0 = time.perf_counter()
@@ -387,13 +386,13 @@ def _one_line(e: BaseException) -> str:
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl flag parsing; a bad flag or config file exits 2 with one line."""
   for arg in argv[1:]:
-    path = arg.split('=', 1)[1].split(':', 1)[0] if arg.startswith(
-        '--config=') else None
-    if path is not None and not os.path.exists(path):
-      print(f'error: --config: no config file {path!r} (expected e.g. '
-            f'configs/<name>.py[:variant], relative to {os.getcwd()})',
-            file=sys.stderr)
-      sys.exit(2)
+    if arg.startswith('--config='):
+      path = arg.split('=', 1)[1].split(':', 1)[0]
+      if not os.path.exists(path):
+        print(f'error: --config: no config file {path!r} (expected e.g. '
+              f'configs/<name>.py[:variant], relative to {os.getcwd()})',
+              file=sys.stderr)
+        sys.exit(2)
   with _flag_errors_exit_2():
     rest = flags.FLAGS(argv)
     _ = flags.FLAGS.config  # applies --config.<field> overrides
