@@ -16,7 +16,7 @@ import numpy as np
 import scipy.stats
 
 from iclrjax.core import launch
-from iclrjax.core.logging import mean_ci95
+from iclrjax.core import logging as log_lib
 
 
 def curves(rows: Sequence[Mapping[str, Any]],
@@ -120,7 +120,7 @@ def plot_bars(values: Mapping[str, np.ndarray], path: str | os.PathLike, *,
   for i, label in enumerate(labels):
     vals = np.atleast_1d(np.asarray(values[label], np.float64))
     n = len(vals)
-    mean, half = mean_ci95(vals)
+    mean, half = log_lib.mean_ci95(vals)
     lo, hi = mean - half, mean + half
     if bounds is not None:
       lo, hi = float(np.clip(lo, *bounds)), float(np.clip(hi, *bounds))
