@@ -6,7 +6,7 @@ import importlib.metadata
 import os
 from typing import Callable
 
-from iclrjax.core import timing as core_timing
+from experiments import timing as exp_timing
 
 
 def version(pkg: str) -> str:
@@ -26,8 +26,8 @@ def num_cpus() -> int:
 def median_time(fn: Callable[[], object], repeats: int,
                 budget_s: float, *, min_calls: int = 1,
                 warmup_s: float = 0.25) -> tuple[float, int]:
-  """`iclrjax.core.timing.median_time` with a budget and, by default, 0.25 s
+  """`experiments.timing.median_time` with a budget and, by default, 0.25 s
   of warm-up calls (the first calls after compiling are slower at small
   sizes); returns (median seconds, calls timed)."""
-  return core_timing.median_time(fn, repeats, budget_s, min_calls=min_calls,
-                                 warmup_s=warmup_s)
+  return exp_timing.median_time(fn, repeats, budget_s, min_calls=min_calls,
+                                warmup_s=warmup_s)

@@ -43,9 +43,9 @@ import optax
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from experiments import plots
+from experiments import timing
 from iclrjax.core import loop
-from iclrjax.core import timing
 from iclrjax.neural_process import arbuffer as ab
 
 METHODS = ('buffer', 'reencode', 'marginal', 'gp_joint', 'gp_marginal',
@@ -371,13 +371,13 @@ def _plots(r, c, cfg, params, gp, dia) -> None:
   steps = np.asarray([row['step'] for row in rows if 'train/nll_ar' in row])
   if len(steps):
     get = lambda k: np.asarray([row[k] for row in rows if k in row])
-    log_lib.plot_series(
+    plots.plot_series(
         [(f'{k} targets', steps, get(f'train/nll_{k}'))
          for k in ('ar', 'set')],
         r.plots_dir / 'training.png', title='Training NLL per target',
         ylabel='NLL (nats)')
   ncs = np.asarray(list(gp))
-  log_lib.plot_series(
+  plots.plot_series(
       [(k, ncs, np.stack([gp[n][k] for n in gp]))
        for k in ('buffer', 'reencode', 'marginal', 'gp_joint')],
       r.plots_dir / 'nll_by_context.png', xlabel='context points',

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import launch
@@ -375,7 +376,7 @@ def _plots(r, cfg, metrics, sweeps, samples) -> None:
                  lw=0.8, label=f'uncached {T} steps')
       ax.set_title(tag, fontsize=9)
       ax.set_xlabel('block evaluations')
-      log_lib.outside_legend(ax, fontsize=6)
+      plots.outside_legend(ax, fontsize=6)
     axes[0, 0].set_ylabel(ylabel)
     fig.tight_layout()
     fig.savefig(r.plots_dir / f'{name}.png', dpi=120, bbox_inches='tight')

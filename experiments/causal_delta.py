@@ -36,7 +36,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from experiments import plots
 from iclrjax.core import loop
 from iclrjax.representation import causal_delta as cd
 from iclrjax.representation import triplets
@@ -192,7 +192,7 @@ def _plots(r, c, res) -> None:
   ax.set_ylabel('action accuracy')
   ax.set_ylim(0, 1)
   ax.axhline(1 / triplets.NUM_ACTIONS, color='k', lw=0.6, ls=':')
-  log_lib.outside_legend(ax)
+  plots.outside_legend(ax)
   ax.set_title(f'ID vs OOD accuracy ({c.num_seeds} seeds)')
   fig.tight_layout()
   fig.savefig(r.plots_dir / 'accuracy.png', dpi=120, bbox_inches='tight')
@@ -219,8 +219,8 @@ def _plots(r, c, res) -> None:
     st = np.asarray([row['step'] for row in rows if k in row])
     if len(st):
       series.append((m, st, np.asarray([row[k] for row in rows if k in row])))
-  log_lib.plot_series(series, r.plots_dir / 'training.png',
-                      title='Training cross-entropy', ylabel='CE (nats)')
+  plots.plot_series(series, r.plots_dir / 'training.png',
+                    title='Training cross-entropy', ylabel='CE (nats)')
 
 
 def evaluate_claims(c, res, untrained) -> list[launch.Claim]:

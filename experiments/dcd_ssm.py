@@ -41,7 +41,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from experiments import plots
 from iclrjax.core import loop as loop_lib
 from iclrjax.core import supervised
 from iclrjax.ssm import dcd
@@ -309,11 +309,11 @@ def _plots(r, cfg, curves, lens) -> None:
   L = max(lens)
   series = [(k.split('@')[0], np.arange(1, L + 1), v.T)
             for k, v in curves.items() if k.endswith(f'@{L}')]
-  log_lib.plot_series(series, r.plots_dir / 'accuracy_vs_position.png',
-                      title=f'accuracy per position (trained at length '
-                      f'{cfg.train_len}, tested at {L})',
-                      xlabel='position t', ylabel='accuracy',
-                      bounds=(0.0, 1.0))
+  plots.plot_series(series, r.plots_dir / 'accuracy_vs_position.png',
+                    title=f'accuracy per position (trained at length '
+                    f'{cfg.train_len}, tested at {L})',
+                    xlabel='position t', ylabel='accuracy',
+                    bounds=(0.0, 1.0))
   # Heatmap: group x (model, depth) of late-position accuracy at length L.
   entries = [parse_run(e) for e in cfg.runs]
   gs = list(dict.fromkeys(e[0] for e in entries))

@@ -46,7 +46,7 @@ import optax
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from experiments import plots
 from iclrjax.core import loop
 from iclrjax.core import supervised
 from iclrjax.snn import cells
@@ -390,11 +390,11 @@ def _plots(r, cfg, curves, metrics, traces) -> None:
       acc = np.concatenate([metrics[f'acc_clean/{kind}'][:, None],
                             curves[kind][pkind]], 1)  # [S, 1 + P]
       series.append((kind, lv, acc.T))
-    log_lib.plot_series(series, r.plots_dir / f'accuracy_vs_{pkind}.png',
-                        title=f'test accuracy vs {pkind} strength '
-                        '(applied at evaluation only)',
-                        xlabel=f'{pkind} strength', ylabel='accuracy',
-                        bounds=(0.0, 1.0))
+    plots.plot_series(series, r.plots_dir / f'accuracy_vs_{pkind}.png',
+                      title=f'test accuracy vs {pkind} strength '
+                      '(applied at evaluation only)',
+                      xlabel=f'{pkind} strength', ylabel='accuracy',
+                      bounds=(0.0, 1.0))
   fig, axes = plt.subplots(len(traces), 1, figsize=(7, 1.6 * len(traces)),
                            sharex=True, squeeze=False)
   for ax, (kind, (v, z)) in zip(axes[:, 0], traces.items()):

@@ -39,7 +39,7 @@ import numpy as np
 
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from experiments import plots
 from iclrjax.core import loop
 from iclrjax.diffusion import dlm
 from iclrjax.diffusion import dlm_learned as dl
@@ -414,7 +414,7 @@ def _plots(r, cfg, metrics) -> None:
       ax.set_title(lang, fontsize=9)
     axes[0, 0].set_ylabel('validity rate' if field == 'validity'
                           else 'TV to uniform on valid strings')
-    log_lib.outside_legend(axes[0, -1], fontsize=6)
+    plots.outside_legend(axes[0, -1], fontsize=6)
     fig.tight_layout()
     fig.savefig(r.plots_dir / f'{field}_vs_K.png', dpi=120, bbox_inches='tight')
     plt.close(fig)

@@ -40,7 +40,7 @@ import optax
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from experiments import plots
 from iclrjax.core import loop
 from iclrjax.lm import model as lm_model
 from iclrjax.lm import tasks
@@ -600,11 +600,11 @@ def _plots(r, parts) -> None:
     xs = np.arange(len(SOURCES))
     series = [(n, xs, np.asarray(s['mix'][n]).reshape(-1, len(SOURCES)).T)
               for n in names]
-    log_lib.plot_series(series, r.plots_dir / f'{part}_mixtures.png',
-                        title=f'{part}: mixture found per method',
-                        xlabel=' | '.join(f'{i}: {n}' for i, n in
-                                          enumerate(SOURCES)),
-                        ylabel='alpha', bounds=(0.0, 1.0))
+    plots.plot_series(series, r.plots_dir / f'{part}_mixtures.png',
+                      title=f'{part}: mixture found per method',
+                      xlabel=' | '.join(f'{i}: {n}' for i, n in
+                                        enumerate(SOURCES)),
+                      ylabel='alpha', bounds=(0.0, 1.0))
 
 
 def _quality(q, loss, ref) -> tuple[bool, str]:

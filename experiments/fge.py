@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
@@ -180,15 +181,15 @@ def _plots(r, cfg, task, thetas, truth, safe_by, fge_state,
       (f'coverage/{n}', f'coverage, {n} region') for n in task.region_names]:
     series = []
     for m in cfg.methods:
-      steps, vals = log_lib.curves(rows, f'{m}/{key}')
+      steps, vals = plots.curves(rows, f'{m}/{key}')
       if len(steps):
         series.append((LABELS[m], steps * steps_per_update, vals))
     if series:
-      log_lib.plot_series(series, r.plots_dir /
-                          f'{key.replace("/", "_")}.png',
-                          title=f'{task.name}: {title} (mean, 95% band)',
-                          xlabel='env steps', ylabel='coverage',
-                          bounds=(0.0, 1.0))
+      plots.plot_series(series, r.plots_dir /
+                        f'{key.replace("/", "_")}.png',
+                        title=f'{task.name}: {title} (mean, 95% band)',
+                        xlabel='env steps', ylabel='coverage',
+                        bounds=(0.0, 1.0))
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top

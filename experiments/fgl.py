@@ -42,9 +42,9 @@ import optax
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from experiments import plots
+from experiments import timing
 from iclrjax.core import loop
-from iclrjax.core import timing
 from iclrjax.graph import data as gdata
 from iclrjax.graph import fgl
 
@@ -422,21 +422,21 @@ def run(r: launch.Run) -> launch.Result:
 
 def _plots(r, c, metrics, cs) -> None:
   tags = settings(c)
-  log_lib.plot_series(
+  plots.plot_series(
       [(m, np.arange(len(tags)), np.stack([metrics[f'{t}/acc/{m}']
-                                           for t in tags]))
+                                         for t in tags]))
        for m in ('mlp', 'gcn', 'fgl_uniform', 'fgl_est', 'fgl_oracle')],
       r.plots_dir / 'accuracy.png', xlabel=' | '.join(tags),
       ylabel='test accuracy', title='Accuracy per setting (mean, 95% band)',
       bounds=(0.0, 1.0))
-  log_lib.plot_series(
+  plots.plot_series(
       [(m, np.arange(len(tags)), np.stack([metrics[f'{t}/tree_h/{m}']
-                                           for t in tags]))
+                                         for t in tags]))
        for m in TREES] + [('graph', np.arange(len(tags)), np.stack(
            [metrics[f'{t}/graph_h'] for t in tags]))],
       r.plots_dir / 'tree_homophily.png', xlabel=' | '.join(tags),
       ylabel='edge homophily', title='Tree-edge homophily per setting')
-  log_lib.plot_series(
+  plots.plot_series(
       [('forest (sample + filter)', np.asarray(cs['sizes']),
         np.asarray(cs['seconds'])[:, None]),
        ('dense path products', np.asarray(cs['dense_sizes']),

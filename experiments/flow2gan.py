@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
@@ -280,11 +281,12 @@ def _plots(r, c, metrics, samples, data) -> None:
   fig.tight_layout()
   fig.savefig(r.plots_dir / 'lsd_per_variant.png', dpi=110, bbox_inches='tight')
   plt.close(fig)
-  r.plot([f'{v}/loss' for v in c.fm_variants], 'fm_learning_curves',
-         title='stage 1: flow-matching loss (mean, 95% band)', logy=True)
+  plots.plot_run(r, [f'{v}/loss' for v in c.fm_variants],
+                 'fm_learning_curves', logy=True,
+                 title='stage 1: flow-matching loss (mean, 95% band)')
   if c.gan_num_steps:
-    r.plot([f'gan{n}/mel' for n in c.gan_num_steps], 'gan_mel_loss',
-           title='stage 2: multi-scale log-mel L1')
+    plots.plot_run(r, [f'gan{n}/mel' for n in c.gan_num_steps], 'gan_mel_loss',
+                   title='stage 2: multi-scale log-mel L1')
 
 
 def _seed_spread(x) -> float:

@@ -136,7 +136,7 @@ def run(r: launch.Run) -> launch.Result:
 
 
 def _plots(r, cfg, tables) -> None:
-  from iclrjax.core import logging as log_lib  # pylint: disable=g-import-not-at-top
+  from experiments import plots  # pylint: disable=g-import-not-at-top
   grids = {'n': cfg.n_grid, 'n_delta0': cfg.n_grid, 'delta': cfg.delta_grid,
            'kappa': cfg.kappa_grid}
   labels = {'n': f'n (delta = {cfg.delta:g})', 'n_delta0': 'n (delta = 0)',
@@ -145,10 +145,10 @@ def _plots(r, cfg, tables) -> None:
   for sweep, tab in tables.items():
     x = np.asarray(grids[sweep], float)
     series = [(k, x, tab[:, :, i]) for i, k in enumerate(ESTIMATORS)]
-    log_lib.plot_series(series, r.plots_dir / f'rmse_vs_{sweep}.png',
-                        title='RMSE of tau-hat(C) (mean, 95% band over '
-                        'replications)', xlabel=labels[sweep],
-                        ylabel='RMSE', logy=True)
+    plots.plot_series(series, r.plots_dir / f'rmse_vs_{sweep}.png',
+                      title='RMSE of tau-hat(C) (mean, 95% band over '
+                      'replications)', xlabel=labels[sweep],
+                      ylabel='RMSE', logy=True)
 
 
 def _slope(ns, rmse) -> float:

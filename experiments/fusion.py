@@ -40,6 +40,7 @@ import ml_collections
 import numpy as np
 import optax
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
@@ -286,14 +287,14 @@ def _plots(r: launch.Run, c, acc) -> None:
   ax.set_ylim(0.3, 1.0)
   ax.set_ylabel('test accuracy')
   ax.set_title(f'Late vs intermediate fusion ({c.num_seeds} seeds, 95% CI)')
-  log_lib.outside_legend(ax, fontsize=7)
+  plots.outside_legend(ax, fontsize=7)
   fig.tight_layout()
   r.plots_dir.mkdir(parents=True, exist_ok=True)
   fig.savefig(r.plots_dir / 'accuracy.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
   n = min(c.xor.n_train)
-  r.plot([f'n{n}/xor_n{n}/{k}/acc' for k in MODELS], 'training_xor',
-         title=f'XOR, n_train = {n}: training accuracy')
+  plots.plot_run(r, [f'n{n}/xor_n{n}/{k}/acc' for k in MODELS], 'training_xor',
+                 title=f'XOR, n_train = {n}: training accuracy')
 
 
 def _paired(acc, task: str, a: str, b: str) -> tuple[float, float]:

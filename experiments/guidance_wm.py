@@ -25,7 +25,7 @@ import numpy as np
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from experiments import plots
 from iclrjax.core import loop
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
@@ -451,7 +451,7 @@ def _plots(r, cfg, m, pv, samples) -> None:
   a1.plot([0, 1], [0, 1], 'k--', lw=1)
   a1.set_xlabel('uniform quantile')
   a1.set_ylabel('p-value quantile')
-  log_lib.outside_legend(a1, fontsize=7)
+  plots.outside_legend(a1, fontsize=7)
   fig.suptitle('Calibration of the zero-bit p-value (should be uniform)',
                fontsize=9)
   fig.tight_layout()
@@ -490,7 +490,7 @@ def _plots(r, cfg, m, pv, samples) -> None:
   a1.axvline(float(m['fd_real/unguided'].mean()), color='gray', lw=1)
   a1.set_xlabel(f'Frechet distance to real {_data_name(cfg)}')
   a1.set_ylabel('bit accuracy (no attack)')
-  log_lib.outside_legend(a1, fontsize=6)
+  plots.outside_legend(a1, fontsize=6)
   fig.tight_layout()
   fig.savefig(r.plots_dir / 'bit_accuracy_vs_omega.png', dpi=120, bbox_inches='tight')
   plt.close(fig)

@@ -20,7 +20,7 @@ import numpy as np
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from experiments import plots
 from iclrjax.core import loop
 from iclrjax.rl import envs as envs_lib
 from iclrjax.rl import ppo
@@ -83,7 +83,7 @@ def _tag(env_name: str) -> str:
 
 def _sweep_series(rows, key: str, labels: list[str], num_seeds: int,
                   env_steps_per_row: int):
-  steps, vals = log_lib.curves(rows, key)
+  steps, vals = plots.curves(rows, key)
   x = steps * env_steps_per_row
   return [(lab, x, vals[:, i * num_seeds:(i + 1) * num_seeds])
           for i, lab in enumerate(labels)]
@@ -105,7 +105,7 @@ def rkhs_updates(c: ml_collections.ConfigDict, budget: int) -> int:
 def final_mean(rows, key: str, frac: float = FINAL_FRAC) -> np.ndarray:
   """Per-run mean of the logged `key` over the last `frac` of training
   (at least one logged row): what "converged" is graded on."""
-  steps, vals = log_lib.curves(rows, key)
+  steps, vals = plots.curves(rows, key)
   last = steps >= steps.max() - frac * steps.max()
   return np.asarray(vals)[last].mean(0)
 
@@ -171,7 +171,7 @@ def run(r: launch.Run) -> launch.Result:
     if 'npg' in todo:  # the network form, one run per (power, seed)
       ret, solved, ups = train(*todo['npg'])
       labels = [f'npg_p{p:g}' for p in cfg.powers]
-      _, first = log_lib.curves(r.rows(), f'npg_{tag}/return')
+      _, first = plots.curves(r.rows(), f'npg_{tag}/return')
       for i, lab in enumerate(labels):
         metrics[f'final_return/{tag}/{lab}'] = ret[i * S:(i + 1) * S]
         metrics[f'initial_return/{tag}/{lab}'] = np.asarray(first)[0][
@@ -200,19 +200,19 @@ def run(r: launch.Run) -> launch.Result:
       ret, solved, _ = train(*todo['rkhs'])
       lab = f'rkhs_p{cfg.rkhs_power:g}'
       metrics[f'final_return/{tag}/{lab}'] = ret
-      _, first = log_lib.curves(r.rows(), f'{phase}/return')
+      _, first = plots.curves(r.rows(), f'{phase}/return')
       metrics[f'initial_return/{tag}/rkhs'] = np.asarray(first)[0]
       if thr is not None:
         metrics[f'solved/{tag}/{lab}'] = (solved >= 0).astype(float)
-      _, xs = log_lib.curves(r.rows(), f'{phase}/env_steps')
-      _, vals = log_lib.curves(r.rows(), f'{phase}/return')
+      _, xs = plots.curves(r.rows(), f'{phase}/env_steps')
+      _, vals = plots.curves(r.rows(), f'{phase}/return')
       series[tag].append((lab, np.asarray(xs)[:, 0], vals))
 
   for tag, ser in series.items():
-    log_lib.plot_series(ser, r.plots_dir / f'return_{tag}.png',
-                        title=f'{tag}: return (rolling {cfg.return_window} '
-                        'episodes), 95% band',
-                        xlabel='env steps', ylabel='return')
+    plots.plot_series(ser, r.plots_dir / f'return_{tag}.png',
+                      title=f'{tag}: return (rolling {cfg.return_window} '
+                      'episodes), 95% band',
+                      xlabel='env steps', ylabel='return')
   for k, v in speed.items():
     metrics[f'env_steps_per_s/{k}'] = np.full((S,), v)
   return launch.Result(metrics=metrics,

@@ -10,6 +10,7 @@ control that fails it (the untrained initial iterate).
 import jax
 import jax.numpy as jnp
 
+from experiments import plots
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import loop
@@ -34,9 +35,9 @@ def run(r: launch.Run) -> launch.Result:
       jnp.linalg.norm(state.w_ols, axis=-1),
       sq_loss(state.w, state.X, state.y),
       sq_loss(state.w_ols, state.X, state.y)))
-  r.plot(['loss'], 'loss', logy=True, title='minibatch loss')
-  r.plot(['param_rel_error'], 'param_rel_error', logy=True,
-         title='|w - w_ols| / |w_ols|')
+  plots.plot_run(r, ['loss'], 'loss', logy=True, title='minibatch loss')
+  plots.plot_run(r, ['param_rel_error'], 'param_rel_error', logy=True,
+                 title='|w - w_ols| / |w_ols|')
   holds = bool(rel_err.max() < cfg.tolerance)
   claim = launch.Claim(
       claim=('Minibatch training on the squared loss converges to the '

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from experiments import plots
 from iclrjax.bandits import envs
 from iclrjax.bandits import lkgp
 from iclrjax.core import config as cfg_lib
@@ -467,14 +468,15 @@ def run(r: launch.Run) -> launch.Result:
   hypers = {k: v for k, v in final.items() if k not in cum}
   for reg in cfg.regimes:
     keys = [metric_name(cfg, reg, a) for a in cfg.algorithms]
-    r.plot(keys, f'cumulative_regret_{reg}', labels=list(cfg.algorithms),
-           xlabel='round', ylabel='cumulative regret',
-           title=f'{reg}, {cfg.graph} graph, n={cfg.num_users}, '
-           f'{num_visible(cfg)}/{cfg.num_arms} arms visible')
+    plots.plot_run(r, keys, f'cumulative_regret_{reg}',
+                   labels=list(cfg.algorithms), xlabel='round',
+                   ylabel='cumulative regret',
+                   title=f'{reg}, {cfg.graph} graph, n={cfg.num_users}, '
+                   f'{num_visible(cfg)}/{cfg.num_arms} arms visible')
   for alg, what in _hypers(cfg):
-    r.plot([hyper_name(reg, alg, what) for reg in cfg.regimes],
-           f'{what}_{alg}', labels=list(cfg.regimes), xlabel='round',
-           ylabel=what, title=f'{alg}: {what} per regime')
+    plots.plot_run(r, [hyper_name(reg, alg, what) for reg in cfg.regimes],
+                   f'{what}_{alg}', labels=list(cfg.regimes), xlabel='round',
+                   ylabel=what, title=f'{alg}: {what} per regime')
   return launch.Result(metrics=final,
                        claims=evaluate_claims(cfg, cum, hypers))
 

@@ -26,6 +26,7 @@ import ml_collections
 import numpy as np
 import optax
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
@@ -236,11 +237,14 @@ def run(r: launch.Run) -> launch.Result:
                   log_every=cfg.log_every, init_args=(sft_params, flags),
                   postfix_keys=('reward',))
     acc[phase] = eval_accuracy(cfg, out.state.train.params)
-  r.plot(['sft/loss'], 'sft_loss', logy=True, title='SFT cross-entropy')
-  r.plot(['grpo/reward', 'grpo_equal_rewards/reward'], 'grpo_reward',
-         labels=['GRPO (exact-match reward)', 'equal rewards (control)'],
-         title='mean reward of the sampled completions')
-  r.plot(['grpo/kl'], 'grpo_kl', title='k3 KL to the SFT model')
+  plots.plot_run(r, ['sft/loss'], 'sft_loss', logy=True,
+                 title='SFT cross-entropy')
+  plots.plot_run(r, ['grpo/reward', 'grpo_equal_rewards/reward'],
+                 'grpo_reward',
+                 labels=['GRPO (exact-match reward)',
+                         'equal rewards (control)'],
+                 title='mean reward of the sampled completions')
+  plots.plot_run(r, ['grpo/kl'], 'grpo_kl', title='k3 KL to the SFT model')
   return launch.Result(
       metrics={**{f'greedy_exact_match/{k}': v for k, v in acc.items()},
                'sft_steps_taken': sft_steps.astype(float)},

@@ -29,11 +29,12 @@ import ml_collections
 import numpy as np
 import optax
 
+from experiments import plots
+from experiments import timing
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
 from iclrjax.core import loop
-from iclrjax.core import timing
 from iclrjax.lm import grpo
 from iclrjax.lm import marc
 from iclrjax.lm import model as lm_model
@@ -398,17 +399,18 @@ def run(r: launch.Run) -> launch.Result:
       eff['peak_bytes_full'] / 2**20, eff['peak_bytes_compressed'] / 2**20,
       eff['memory_ratio'], 1e3 * eff['latency_s_full'],
       1e3 * eff['latency_s_compressed'], eff['latency_ratio'])
-  r.plot(['teacher/loss', 'sft/loss', 'sft_random/loss'], 'sft_loss',
-         logy=True, labels=['teacher (full input)', 'student SFT (VMR)',
-                            'student SFT (random tokens)'],
-         title='SFT cross-entropy')
-  r.plot([f'{a}/accuracy' for a in RL_ARMS], 'rl_accuracy',
-         labels=list(RL_ARMS), title='sampled accuracy of the student')
-  r.plot([f'{a}/r_c' for a in RL_ARMS], 'rl_compression_reward',
-         labels=list(RL_ARMS), title='mean compression reward r_c')
-  r.plot([f'{a}/adv_gap_vs_grpo' for a in RL_ARMS], 'rl_adv_gap',
-         labels=list(RL_ARMS),
-         title='max |advantage - GRPO advantage| on the same rollouts')
+  plots.plot_run(r, ['teacher/loss', 'sft/loss', 'sft_random/loss'],
+                 'sft_loss', logy=True,
+                 labels=['teacher (full input)', 'student SFT (VMR)',
+                         'student SFT (random tokens)'],
+                 title='SFT cross-entropy')
+  plots.plot_run(r, [f'{a}/accuracy' for a in RL_ARMS], 'rl_accuracy',
+                 labels=list(RL_ARMS), title='sampled accuracy of the student')
+  plots.plot_run(r, [f'{a}/r_c' for a in RL_ARMS], 'rl_compression_reward',
+                 labels=list(RL_ARMS), title='mean compression reward r_c')
+  plots.plot_run(r, [f'{a}/adv_gap_vs_grpo' for a in RL_ARMS], 'rl_adv_gap',
+                 labels=list(RL_ARMS),
+                 title='max |advantage - GRPO advantage| on the same rollouts')
   last = {}
   for row in r.rows():   # the last logged RL metrics of each arm
     for a in RL_ARMS:

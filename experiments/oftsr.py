@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import launch
@@ -405,10 +406,11 @@ def _plots(r, c, m: dict[str, np.ndarray], grid: dict[str, np.ndarray]
                    title=f'{c.factor}x SR of test {name} (seed 0)',
                    panel_size=(8.0, 0.8) if digits else (8.0, 2.0))
 
-  r.plot([f'{_tag(sp)}/loss' for sp in c.sigma_ps], 'teacher_loss',
-         title='teacher L1 flow loss', logy=True)
-  r.plot(['student/distill', 'student/boundary', 'student/align'],
-         'student_losses', title='student losses (unweighted)', logy=True)
+  plots.plot_run(r, [f'{_tag(sp)}/loss' for sp in c.sigma_ps], 'teacher_loss',
+                 title='teacher L1 flow loss', logy=True)
+  plots.plot_run(r, ['student/distill', 'student/boundary', 'student/align'],
+                 'student_losses', title='student losses (unweighted)',
+                 logy=True)
 
 
 def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:

@@ -31,7 +31,7 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from experiments import plots
 from iclrjax.core import loop
 from iclrjax.diffusion import images
 from iclrjax.diffusion import likelihood as lik
@@ -360,12 +360,13 @@ def _plots(r, cfg, metrics, samples) -> None:
                 label='true entropy')
   ax.set_xticks(np.arange(len(cfg.datasets)) + width, cfg.datasets)
   ax.set_ylabel('test NLL bound (bits/dim)')
-  log_lib.outside_legend(ax, fontsize=7)
+  plots.outside_legend(ax, fontsize=7)
   fig.tight_layout()
   fig.savefig(r.plots_dir / 'nll.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
   keys = [f'{ds}_{kind}/bpd' for ds in cfg.datasets for kind in cfg.models]
-  r.plot(keys, 'train_bpd', title='training NLL bound (bits/dim, minibatch)')
+  plots.plot_run(r, keys, 'train_bpd',
+                 title='training NLL bound (bits/dim, minibatch)')
 
 
 def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:

@@ -35,6 +35,7 @@ import ml_collections
 import numpy as np
 import optax
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
@@ -356,8 +357,8 @@ def run(r: launch.Run) -> launch.Result:
   spec = make_spec(c)
   v1, v2, _ = make_apps(c)
   changed = rwom.changed_goals(v1, v2)
-  r.plot(['world_model/loss'], 'train_loss', logy=True,
-         title='teacher-forced cross-entropy')
+  plots.plot_run(r, ['world_model/loss'], 'train_loss', logy=True,
+                 title='teacher-forced cross-entropy')
   extra = {'app': {'num_goals': spec.num_goals,
                    'changed_procedures': int(changed.sum()),
                    'collection_size': int(data.coll.goal_C.shape[0])}}

@@ -464,11 +464,11 @@ def run(r: launch.Run) -> launch.Result:
 
 
 def _plots(r, cfg, calib, res, conc) -> None:
-  from iclrjax.core import logging as log_lib  # pylint: disable=g-import-not-at-top
+  from experiments import plots  # pylint: disable=g-import-not-at-top
   c = cfg.moons
   xs = np.arange(len(MODELS), dtype=float)
   truth = true_llcs(cfg.llc)
-  log_lib.plot_series(
+  plots.plot_series(
       [('lambda_hat', xs, calib.T),
        ('known coefficient', xs, np.array([[truth[m]] for m in MODELS]))],
       r.plots_dir / 'llc_calibration.png',
@@ -476,7 +476,7 @@ def _plots(r, cfg, calib, res, conc) -> None:
       xlabel=' | '.join(f'{i}: {m}' for i, m in enumerate(MODELS)),
       ylabel='learning coefficient')
   early, late = record_times(c)
-  log_lib.plot_series(
+  plots.plot_series(
       [('late: ||w_{t0+tau} - w_{t0}||', np.log10(late),
         res['sgd']['r_late'].T),
        ('early: ||w_tau - w_0||', np.log10(early), res['sgd']['r_early'].T),
@@ -486,14 +486,14 @@ def _plots(r, cfg, calib, res, conc) -> None:
       ylabel='R(tau)', logy=True)
   ks = np.arange(c.num_clusters, dtype=float)
   xis, kl = conc['full_scan']
-  log_lib.plot_series(
+  plots.plot_series(
       [('SGD', ks, conc['mass_sgd'][:, None]),
        ('SGLD (posterior)', ks, conc['mass_sgld'][:, None])],
       r.plots_dir / 'cluster_masses.png',
       title='cluster masses (function-space k-means)',
       xlabel='cluster (LLC: ' + ', '.join(f'{v:.1f}' for v in conc['llc_c'])
       + ')', ylabel='mass', bounds=(0.0, 1.0))
-  log_lib.plot_series(
+  plots.plot_series(
       [('all runs', np.log10(xis), kl[:, None]),
        ('even runs (xi chosen)', np.log10(conc['llc_scan'][0]),
         conc['llc_scan'][1][:, None])],

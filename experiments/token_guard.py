@@ -48,7 +48,7 @@ import optax
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from iclrjax.core import logging as log_lib
+from experiments import plots
 from iclrjax.core import loop
 from iclrjax.lm import grpo
 from iclrjax.lm import model as lm_model
@@ -389,12 +389,12 @@ def run(r: launch.Run) -> launch.Result:
   probe = np.asarray(distributed.to_host(out.state.probe), float)
   det = detection(c, params)
   dec = decoding(c, params)
-  r.plot(['train/loss'], 'train_loss', logy=True,
-         title='teacher-forced cross-entropy')
-  log_lib.plot_bars({a: dec[a]['exact_match'] for a in ARMS},
-                    r.plots_dir / 'decoding.png', bounds=(0.0, 1.0),
-                    highlight=('token_guard',), ylabel='exact match',
-                    title='decoding arms')
+  plots.plot_run(r, ['train/loss'], 'train_loss', logy=True,
+                 title='teacher-forced cross-entropy')
+  plots.plot_bars({a: dec[a]['exact_match'] for a in ARMS},
+                  r.plots_dir / 'decoding.png', bounds=(0.0, 1.0),
+                  highlight=('token_guard',), ylabel='exact match',
+                  title='decoding arms')
   metrics = {'train/steps_taken': steps, 'train/probe_accuracy': probe,
              **{f'detect/{k}': v for k, v in det.items()}}
   for arm, d in dec.items():

@@ -522,40 +522,40 @@ def evaluate_claims(cfg, metrics, shuffled) -> list[launch.Claim]:
 
 
 def _plots(r, cfg, metrics) -> None:
-  from iclrjax.core import logging as log_lib  # pylint: disable=g-import-not-at-top
+  from experiments import plots  # pylint: disable=g-import-not-at-top
   e, m = cfg.eval, cfg.model
   edges = np.asarray(e.period_edges)
   mids = np.log2(np.sqrt(edges[:-1] * edges[1:]))
   nb = len(edges) - 1
-  log_lib.plot_series(
+  plots.plot_series(
       [(f'k={k}', mids, np.stack([metrics[f'mase_period{i}/{role}']
-                                  for i in range(nb)]))
+                                for i in range(nb)]))
        for role, k in (('small', m.patch_small), ('base', m.patch_base),
-                       ('large', m.patch_large))],
+                     ('large', m.patch_large))],
       r.plots_dir / 'frequency_bias.png',
       title='MASE of pure sinusoids by period (z-score, MSE)',
       xlabel='log2 period', ylabel='MASE', logy=True)
   roles = ('base', 'pinball', 'ce', 'quantised')
   xs = np.arange(len(roles), dtype=float)
-  log_lib.plot_series(
+  plots.plot_series(
       [('point forecast', xs, np.stack([metrics[f'shrink_point/{n}']
-                                        for n in roles])),
+                                      for n in roles])),
        ('samples (CE head)', xs, np.stack([metrics[f'shrink_sample/{n}']
-                                           for n in roles]))],
+                                         for n in roles]))],
       r.plots_dir / 'regression_to_mean.png',
       title='E|y_hat| / a on bimodal futures',
       xlabel=' | '.join(f'{i}: {n}' for i, n in enumerate(roles)),
       ylabel='E|y_hat| / a', bounds=(0.0, 2.0))
   ps = np.array([m.patch_small, m.patch_base, m.patch_large], float)
-  log_lib.plot_series(
+  plots.plot_series(
       [(norm, np.log2(ps), np.stack([metrics[f'outlier_dev/{pre}{role}']
-                                     for role in ('small', 'base', 'large')]))
+                                   for role in ('small', 'base', 'large')]))
        for norm, pre in (('z-score', ''), ('mean scaling', 'meanabs_'))],
       r.plots_dir / 'outlier.png',
       title=f'forecast deviation under a {e.spike_sigma:g}-sigma spike',
       xlabel='log2 patch size', ylabel='mean |dy_hat| / context std')
-  r.plot([f'{n}/loss' for n in ('small', 'base', 'large')], 'train_loss',
-         title='training loss (patch-size knob)')
+  plots.plot_run(r, [f'{n}/loss' for n in ('small', 'base', 'large')],
+                 'train_loss', title='training loss (patch-size knob)')
 
 
 def check_config(c: ml_collections.ConfigDict) -> None:

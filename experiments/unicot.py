@@ -37,6 +37,7 @@ import ml_collections
 import numpy as np
 import optax
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
@@ -351,9 +352,9 @@ def run(r: launch.Run) -> launch.Result:
            'causal': gradient_probe(c, p0, 'long_chain', eager=False)}
   pairs = pair_counts(c)
   extra.update(gradient_probe=probe, pair_counts=pairs)
-  r.plot([f'{k}/loss' for k in KINDS], 'train_loss', logy=True,
-         labels=['Uni-CoT mask', 'long chain (causal)'],
-         title='teacher-forced cross-entropy')
+  plots.plot_run(r, [f'{k}/loss' for k in KINDS], 'train_loss', logy=True,
+                 labels=['Uni-CoT mask', 'long chain (causal)'],
+                 title='teacher-forced cross-entropy')
   names = {'short': f'accuracy_m{ms}', 'long': f'accuracy_m{ml}',
            'check': f'selfcheck_m{mc}'}
   metrics = {f'{names[k.split("/")[0]]}/{k.split("/")[1]}': v

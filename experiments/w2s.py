@@ -497,7 +497,7 @@ def run(r: launch.Run) -> launch.Result:
 
 
 def _plots(r, cfg, theory, digits) -> None:
-  from iclrjax.core import logging as log_lib  # pylint: disable=g-import-not-at-top
+  from experiments import plots  # pylint: disable=g-import-not-at-top
   t = cfg.theory
   x = np.asarray(t.eta_us, float)
   k = {n: i for i, n in enumerate(THEORY_KEYS)}
@@ -511,12 +511,12 @@ def _plots(r, cfg, theory, digits) -> None:
       series += [(f'student, eta_l={el:g}', x, tab[:, :, k['er_student']]),
                  (f'closed form, eta_l={el:g}', x, tab[:, :, k['cf_student']]),
                  (f'teacher, eta_l={el:g}', x, tab[:, :, k['er_teacher']])]
-    log_lib.plot_series(series, r.plots_dir / f'risk_vs_eta_u_{sweep}.png',
-                        title=f'Excess risk on D({t.eta_t:g}) ({label})',
-                        xlabel='eta_u', ylabel='excess risk', logy=True)
+    plots.plot_series(series, r.plots_dir / f'risk_vs_eta_u_{sweep}.png',
+                      title=f'Excess risk on D({t.eta_t:g}) ({label})',
+                      xlabel='eta_u', ylabel='excess risk', logy=True)
   xa = np.asarray(t.aligns, float)
   gain = lambda tab: tab[:, :, k['er_teacher']] - tab[:, :, k['er_student']]
-  log_lib.plot_series(
+  plots.plot_series(
       [('towards span(T)', xa, gain(theory['align'])),
        ('control: away from both', xa, gain(theory['align_control']))],
       r.plots_dir / 'gain_vs_alignment.png',
@@ -527,11 +527,11 @@ def _plots(r, cfg, theory, digits) -> None:
   series = [(h, xs, np.stack([digits[n]['group_acc'][:, i].mean(-1)
                               for n in names]))
             for i, h in enumerate(HEADS)]
-  log_lib.plot_series(series, r.plots_dir / 'digits_accuracy.png',
-                      title='spurious digits, balanced test accuracy',
-                      xlabel=' | '.join(f'{i}: {n}' for i, n in
-                                        enumerate(names)),
-                      ylabel='accuracy', bounds=(0.0, 1.0))
+  plots.plot_series(series, r.plots_dir / 'digits_accuracy.png',
+                    title='spurious digits, balanced test accuracy',
+                    xlabel=' | '.join(f'{i}: {n}' for i, n in
+                                      enumerate(names)),
+                    ylabel='accuracy', bounds=(0.0, 1.0))
 
 
 def _argmins(cfg, tab) -> list[float]:

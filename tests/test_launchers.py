@@ -19,7 +19,7 @@ from tests.conftest import ROOT, run_module, smoke_launch
 
 NAMES = sorted(p.stem for p in (ROOT / 'experiments').glob('*.py')
                if p.stem not in ('__init__', 'report', 'colab_sync', 'parity',
-                                 'papers', 'site'))
+                                 'papers', 'plots', 'site', 'timing'))
 SUMMARY_KEYS = {'experiment', 'config', 'num_seeds', 'backend', 'devices',
                 'mesh', 'commit', 'wall_s', 'metrics', 'claims'}
 

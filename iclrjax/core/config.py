@@ -1,9 +1,8 @@
 """Constraints on `ml_collections.ConfigDict` fields, checked before a run.
 
-A config field is declared once, in `configs/<name>.py`: the default config
-(`get_config()`) says which fields exist, and ml_collections keeps the type
-of each (an override of another type is refused). A family adds only what a
-type cannot say, as constraints keyed by dotted path::
+The default config of `configs/<name>.py` declares the fields and
+ml_collections keeps their types; a family adds only what a type cannot say,
+keyed by dotted path::
 
   CONSTRAINTS = {
       'num_seeds': config.Int(min=1),
@@ -13,12 +12,9 @@ type cannot say, as constraints keyed by dotted path::
   }
   config.validate(cfg, CONSTRAINTS, default=get_config())
 
-`validate` raises `ConfigError` on the first bad field with one line naming
-the field, the value and what is allowed; a field neither the default nor a
-constraint knows is an error with a did-you-mean hint (a field only some
-variants set is declared by a constraint with required=False). The launcher
-(`core.launch`) turns that into a one-line message and exit code 2 before
-any compute runs.
+`validate` raises `ConfigError`, one line naming the field, the value and
+what is allowed (a field only some variants set is declared by a constraint
+with required=False).
 """
 
 from __future__ import annotations
@@ -31,15 +27,21 @@ from typing import Any
 
 import ml_collections
 
+_DICTS = (Mapping, ml_collections.ConfigDict)
+
 
 class ConfigError(ValueError):
   """A config field has a bad value; the message names field and fix."""
 
   def __init__(self, field: str, value: Any, allowed: str):
-    self.field = field
-    self.value = value
-    self.allowed = allowed
+    self.field, self.value, self.allowed = field, value, allowed
     super().__init__(f'config.{field}={value!r} is invalid: {allowed}')
+
+
+def _hint(name: str, known: Sequence[str], fmt: str = '; did you mean {!r}?'
+          ) -> str:
+  close = difflib.get_close_matches(name, sorted(known), n=1)
+  return fmt.format(close[0]) if close else ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,11 +72,9 @@ class Float(Spec):
   max_inclusive: bool = True
 
   def _range(self) -> str:
-    parts = []
-    if self.min is not None:
-      parts.append(f'{">=" if self.min_inclusive else ">"} {self.min}')
-    if self.max is not None:
-      parts.append(f'{"<=" if self.max_inclusive else "<"} {self.max}')
+    parts = [f'{op[inc]} {b}' for b, inc, op in (
+        (self.min, self.min_inclusive, ('>', '>=')),
+        (self.max, self.max_inclusive, ('<', '<='))) if b is not None]
     return ' ' + ' and '.join(parts) if parts else ''
 
   def describe(self) -> str:
@@ -106,6 +106,7 @@ class Int(Float):
 
 @dataclasses.dataclass(frozen=True)
 class Bool(Spec):
+  """True or False."""
 
   def describe(self) -> str:
     return 'True or False'
@@ -130,10 +131,9 @@ class Str(Spec):
 class Choice(Spec):
   """One of a fixed set of values (strings, numbers, ...)."""
 
-  def __init__(self, *choices, required: bool = True, nullable: bool = False,
-               help: str = ''):  # pylint: disable=redefined-builtin
+  def __init__(self, *choices, **kwargs):
     object.__setattr__(self, 'choices', tuple(choices))
-    super().__init__(required=required, nullable=nullable, help=help)
+    super().__init__(**kwargs)
 
   def describe(self) -> str:
     return 'one of ' + ', '.join(repr(c) for c in self.choices)
@@ -145,10 +145,10 @@ class Choice(Spec):
 
   def check(self, value):
     msg = super().check(value)
-    close = difflib.get_close_matches(
-        value, [c for c in self.choices if isinstance(c, str)],
-        n=1) if msg and isinstance(value, str) else []
-    return msg + f' (did you mean {close[0]!r}?)' if close else msg
+    if msg and isinstance(value, str):
+      msg += _hint(value, [c for c in self.choices if isinstance(c, str)],
+                   ' (did you mean {!r}?)')
+    return msg
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,27 +160,24 @@ class Seq(Spec):
   max_len: int | None = None
 
   def describe(self) -> str:
-    text = 'a list'
-    if self.item is not None:
-      text += f' of {self.item.describe().removeprefix("a ").removeprefix("an ")}'
-    if self.min_len:
-      text += f' with at least {self.min_len} item(s)'
-    if self.max_len is not None:
-      text += f' with at most {self.max_len} item(s)'
-    return text
+    item = '' if self.item is None else ' of ' + self.item.describe(
+        ).removeprefix('a ').removeprefix('an ')
+    return 'a list' + item + (
+        f' with at least {self.min_len} item(s)' if self.min_len else '') + (
+            '' if self.max_len is None else
+            f' with at most {self.max_len} item(s)')
 
   def ok(self, value) -> bool:
     return isinstance(value, (list, tuple)) and self.min_len <= len(value) <= (
         len(value) if self.max_len is None else self.max_len)
 
   def check(self, value):
-    if not self.ok(value):
-      return f'expected {self.describe()}'
-    for i, v in enumerate(value if self.item is not None else ()):
-      bad = self.item.check(v)
-      if bad is not None:
-        return f'item {i} ({v!r}): {bad}'
-    return None
+    bad = super().check(value)
+    for i, v in enumerate(value if bad is None and self.item else ()):
+      item_bad = self.item.check(v)
+      if item_bad is not None:
+        return f'item {i} ({v!r}): {item_bad}'
+    return bad
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,11 +194,9 @@ class AnyValue(Spec):
 
 @dataclasses.dataclass(frozen=True)
 class Dict(Spec):
-  """A sub-config whose keys vary (a loader's or constructor's kwargs).
-
-  Its keys are optional: `items` constrains the value of a key when present
-  and `keys` (if given) lists the allowed keys; else the family's
-  check_config decides (e.g. `check_keys` against a signature).
+  """A sub-config whose keys vary (a loader's or constructor's kwargs): each
+  key is optional, `items` constrains a key's value when present and `keys`
+  (if given) lists the allowed keys; else the family's check_config decides.
   """
 
   keys: tuple[str, ...] | None = None
@@ -212,98 +207,74 @@ class Dict(Spec):
                        ' with keys among ' + ', '.join(self.keys))
 
   def ok(self, value) -> bool:
-    return isinstance(value, (Mapping, ml_collections.ConfigDict))
+    return isinstance(value, _DICTS)
 
 
 _MISSING = object()
 
 
 def _lookup(cfg: Any, path: str):
-  node = cfg
   for part in path.split('.'):
-    if isinstance(node, Mapping) or isinstance(node, ml_collections.ConfigDict):
-      if part not in node:
-        return _MISSING
-      node = node[part]
-    else:
+    if not isinstance(cfg, _DICTS) or part not in cfg:
       return _MISSING
-  return node
+    cfg = cfg[part]
+  return cfg
 
 
 def _leaves(cfg: Any, prefix: str = '') -> list[str]:
   out = []
-  items = cfg.items() if hasattr(cfg, 'items') else []
-  for k, v in items:
-    path = f'{prefix}{k}'
+  for k, v in (cfg.items() if hasattr(cfg, 'items') else []):
     if isinstance(v, (ml_collections.ConfigDict, dict)):
-      out.extend(_leaves(v, path + '.'))
+      out.extend(_leaves(v, f'{prefix}{k}.'))
     else:
-      out.append(path)
+      out.append(f'{prefix}{k}')
   return out
 
 
-def _problem(spec: Spec, value: Any) -> str | None:
-  """What `spec` allows if it rejects `value` (present), else None."""
+def _check(path: str, spec: Spec, value: Any) -> None:
+  """Raises `ConfigError` unless `spec` allows `value` (present)."""
   if value is None:
-    return None if spec.nullable else f'expected {spec.describe()}'
-  return spec.check(value)
-
-
-def _check_dict(path: str, value: Any, spec: Dict) -> None:
-  if spec.keys is not None:
-    check_keys(value, path, spec.keys)
-  for k, item in (spec.items or {}).items():
-    if k in value:
-      problem = _problem(item, value[k])
-      if problem is not None:
-        raise ConfigError(f'{path}.{k}', value[k], problem)
+    problem = None if spec.nullable else f'expected {spec.describe()}'
+  else:
+    problem = spec.check(value)
+  if problem is not None:
+    raise ConfigError(path, value, problem)
+  if isinstance(spec, Dict) and value is not None:
+    if spec.keys is not None:
+      check_keys(value, path, spec.keys)
+    for k, item in (spec.items or {}).items():
+      if k in value:
+        _check(f'{path}.{k}', item, value[k])
 
 
 def validate(cfg: ml_collections.ConfigDict, constraints: Mapping[str, Spec],
              *, default: ml_collections.ConfigDict | None = None,
              allow_extra: bool = False) -> None:
-  """Checks `cfg`; raises `ConfigError` on the first problem.
-
-  Args:
-    cfg: the config to check.
-    constraints: dotted field path -> `Spec`; a `Dict` spec opens a
-      sub-config whose keys vary (its keys are optional).
-    default: the experiment's default config: its fields must be present,
-      and are the fields `cfg` may have besides the constrained ones.
-    allow_extra: if False, a leaf field in `cfg` that neither `default` nor
-      `constraints` declares is an error (almost always a typo in an
-      override).
-  """
+  """Checks `cfg` against `constraints` (dotted path -> `Spec`); raises
+  `ConfigError` on the first problem. The fields of `default` must be
+  present; a field neither it nor a constraint declares is an error unless
+  `allow_extra` (almost always a typo)."""
   opened = [p for p, s in constraints.items() if isinstance(s, Dict)]
   in_dict = lambda path: any(path.startswith(d + '.') for d in opened)
   known = set(constraints)
-  if default is not None:
-    for path in _leaves(default):
-      known.add(path)
-      if (path not in constraints and not in_dict(path)
-          and _lookup(cfg, path) is _MISSING):
-        raise ConfigError(path, None, 'field is missing (the default config '
-                          'has it)')
+  for path in _leaves(default) if default is not None else ():
+    known.add(path)
+    if (path not in constraints and not in_dict(path)
+        and _lookup(cfg, path) is _MISSING):
+      raise ConfigError(path, None,
+                        'field is missing (the default config has it)')
   for path, spec in constraints.items():
     value = _lookup(cfg, path)
-    if value is _MISSING:
-      if spec.required and not in_dict(path):
-        raise ConfigError(path, None,
-                          f'field is missing; expected {spec.describe()}')
-      continue
-    problem = _problem(spec, value)
-    if problem is not None:
-      raise ConfigError(path, value, problem)
-    if isinstance(spec, Dict) and value is not None:
-      _check_dict(path, value, spec)
-  if not allow_extra:
-    for leaf in _leaves(cfg):
-      if leaf in known or in_dict(leaf):
-        continue
-      close = difflib.get_close_matches(leaf, sorted(known), n=1)
-      hint = f'; did you mean {close[0]!r}?' if close else ''
+    if value is not _MISSING:
+      _check(path, spec, value)
+    elif spec.required and not in_dict(path):
+      raise ConfigError(path, None,
+                        f'field is missing; expected {spec.describe()}')
+  for leaf in [] if allow_extra else _leaves(cfg):
+    if leaf not in known and not in_dict(leaf):
       raise ConfigError(leaf, _lookup(cfg, leaf),
-                        f'unknown field (not read by this experiment){hint}')
+                        'unknown field (not read by this experiment)'
+                        + _hint(leaf, known))
 
 
 def check(condition: bool, field: str, value: Any, allowed: str) -> None:
@@ -317,23 +288,18 @@ def check_keys(node: Mapping[str, Any], path: str, allowed: Sequence[str],
   """Raises `ConfigError` on '<path>.<key>' for a key not in `allowed`."""
   for k in node:
     if k not in allowed:
-      close = difflib.get_close_matches(k, sorted(allowed), n=1)
-      hint = f'; did you mean {close[0]!r}?' if close else ''
       raise ConfigError(f'{path}.{k}', node[k],
-                        f'unknown key; {what} {", ".join(allowed)}{hint}')
+                        f'unknown key; {what} {", ".join(allowed)}'
+                        + _hint(k, allowed))
 
 
 def to_dict(cfg: ml_collections.ConfigDict) -> dict[str, Any]:
   """A JSON-friendly plain dict of `cfg` (tuples become lists)."""
-
-  def conv(v):
-    if isinstance(v, (ml_collections.ConfigDict, Mapping)):
-      return {k: conv(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-      return [conv(x) for x in v]
-    return v
-
-  return conv(cfg)
+  if isinstance(cfg, _DICTS):
+    return {k: to_dict(x) for k, x in cfg.items()}
+  if isinstance(cfg, (list, tuple)):
+    return [to_dict(x) for x in cfg]
+  return cfg
 
 
 # Fields every launcher reads (see `core.launch`).
@@ -346,9 +312,3 @@ COMMON = {
     'distributed': Bool(required=False,
                         help='call jax.distributed.initialize()'),
 }
-
-
-__all__: Sequence[str] = [
-    'AnyValue', 'Bool', 'COMMON', 'Choice', 'ConfigError', 'Dict', 'Float',
-    'Int', 'Seq', 'Spec', 'Str', 'check', 'check_keys', 'to_dict', 'validate'
-]

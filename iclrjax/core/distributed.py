@@ -1,26 +1,9 @@
 """The device mesh `('seeds', 'data')`, shardings, and multi-host set-up.
 
-Every experiment vmaps over a leading *seed* axis (independent runs or sweep
-points) and, inside one seed, works on a batch (a minibatch of examples, a
-batch of environments, a batch of noises). Scaling out uses one 2-D
-`jax.sharding.Mesh` over every device of every process:
-
-  seeds: gcd(num_seeds, device count) devices, so every device holds the same
-         number of seeds and the per-seed programs are alike;
-  data:  the rest; a seed's batch is split over it.
-
-So 8 seeds on 8 devices is (8, 1), 3 seeds is (1, 8), 10 seeds is (2, 4) and a
-1-seed run uses all 8 devices through its batch. A step marks the arrays that
-carry its batch axis with `shard_batch`; under the loop's
-`vmap(..., spmd_axis_name='seeds')` they are laid out `P('seeds', 'data')`
-and XLA partitions the step's computation accordingly (per-seed reductions
-become all-reduces over `data`, so results agree across meshes up to float
-rounding). Datasets passed to the loop as arguments are placed with
-`data_sharding` (examples split over `data`), never baked into the program.
-
-Multi-host: `maybe_initialize` calls `jax.distributed.initialize()` before any
-JAX computation (nothing in iclrjax touches a backend at import time), after
-which `jax.devices()` lists every host's devices and the mesh spans them all.
+The mesh spans every device of every process: 'seeds' takes gcd(num_seeds,
+device count) devices and 'data' the rest (8 devices: 8 seeds are (8, 1),
+10 seeds (2, 4), 1 seed (1, 8)). A step marks its batch with `shard_batch`
+and XLA splits it over 'data'; `maybe_initialize` sets up multi-host.
 """
 
 from __future__ import annotations
@@ -46,23 +29,20 @@ _initialized = False
 def maybe_initialize(enabled: bool, **kwargs: Any) -> None:
   """Calls `jax.distributed.initialize(**kwargs)` once if `enabled`.
 
-  On TPU pods and SLURM / Open MPI GPU clusters JAX discovers the
-  coordinator and the process ids itself. Elsewhere set, on every process,
-  JAX_COORDINATOR_ADDRESS (host:port of process 0), JAX_NUM_PROCESSES and
-  JAX_PROCESS_ID (or pass them as kwargs). On CPU hosts the collectives go
-  through gloo. Must run before any JAX computation in this process.
+  JAX finds the coordinator itself on TPU pods, SLURM and Open MPI; else set
+  JAX_COORDINATOR_ADDRESS (process 0's host:port), JAX_NUM_PROCESSES and
+  JAX_PROCESS_ID on every process. CPU collectives go through gloo.
   """
   global _initialized
   if not enabled or _initialized:
     return
-  for kwarg, env in (('coordinator_address', 'JAX_COORDINATOR_ADDRESS'),
-                     ('num_processes', 'JAX_NUM_PROCESSES'),
-                     ('process_id', 'JAX_PROCESS_ID')):
+  for kwarg, env, conv in (
+      ('coordinator_address', 'JAX_COORDINATOR_ADDRESS', str),
+      ('num_processes', 'JAX_NUM_PROCESSES', int),
+      ('process_id', 'JAX_PROCESS_ID', int)):
     if kwarg not in kwargs and os.environ.get(env):
-      value = os.environ[env]
-      kwargs[kwarg] = value if kwarg == 'coordinator_address' else int(value)
-  if jax.config.jax_platforms in (None, '', 'cpu') or 'cpu' in str(
-      jax.config.jax_platforms):
+      kwargs[kwarg] = conv(os.environ[env])
+  if 'cpu' in (jax.config.jax_platforms or 'cpu'):
     jax.config.update('jax_cpu_collectives_implementation', 'gloo')
   jax.distributed.initialize(**kwargs)
   _initialized = True
@@ -80,12 +60,7 @@ def mesh_shape(num_seeds: int, num_devices: int) -> tuple[int, int]:
 
 
 def make_mesh(num_seeds: int = 1, devices: list[Any] | None = None) -> Mesh:
-  """The ('seeds', 'data') mesh over `devices` (default: every device).
-
-  Raises:
-    ValueError: if the mesh would leave out a process's devices (a
-      multi-host run must span every host).
-  """
+  """The ('seeds', 'data') mesh over `devices` (default: every device)."""
   devices = list(devices if devices is not None else jax.devices())
   k, m = mesh_shape(num_seeds, len(devices))
   mesh = Mesh(np.array(devices).reshape(k, m), AXES)
@@ -106,9 +81,7 @@ def check_covers_processes(mesh: Mesh) -> None:
 
 def mesh_size(mesh: Mesh | None) -> dict[str, int]:
   """{'seeds': k, 'data': m} of a mesh (None: one device)."""
-  if mesh is None:
-    return {SEEDS: 1, DATA: 1}
-  return {SEEDS: int(mesh.shape[SEEDS]), DATA: int(mesh.shape[DATA])}
+  return {a: 1 if mesh is None else int(mesh.shape[a]) for a in AXES}
 
 
 def seed_sharding(mesh: Mesh) -> NamedSharding:
@@ -117,28 +90,21 @@ def seed_sharding(mesh: Mesh) -> NamedSharding:
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
+  """Every array on every device."""
   return NamedSharding(mesh, P())
 
 
 def data_sharding(mesh: Mesh, x: Any) -> NamedSharding:
-  """Leading (example) axis over 'data' if it divides evenly, else replicated.
-
-  For arrays shared by every seed (a training split): each device holds
-  1/m of the examples, so a dataset is not copied to every device.
-  """
-  m = mesh.shape[DATA]
-  shape = np.shape(x)
-  if m > 1 and shape and shape[0] % m == 0:
-    return NamedSharding(mesh, P(DATA))
-  return replicated(mesh)
+  """Leading (example) axis of a shared array (a training split) over
+  'data' if it divides evenly, else replicated."""
+  m, shape = mesh.shape[DATA], np.shape(x)
+  return NamedSharding(mesh, P(DATA) if m > 1 and shape and shape[0] % m == 0
+                       else P())
 
 
 def put_data(mesh: Mesh | None, tree: Any) -> Any:
-  """Places a pytree of shared arrays with `data_sharding` (None: as is).
-
-  Every process passes the same host values (numpy, or local jax arrays,
-  which are fetched first), so on multi-host each takes its own shards.
-  """
+  """Places a pytree of shared arrays with `data_sharding` (None: as is);
+  every process passes the same host values and takes its own shards."""
   if mesh is None:
     return jax.tree.map(jax.numpy.asarray, tree)
   return jax.tree.map(
@@ -154,9 +120,8 @@ _RECORDERS: list[list[int]] = []
 
 @contextlib.contextmanager
 def record_splits():
-  """Yields a list that collects the size of every batch axis `shard_batch`
-  marks while tracing inside the block (what `Run.train` records per phase).
-  """
+  """Yields a list of the size of every batch axis `shard_batch` marks
+  while tracing inside the block (what `Run.train` records per phase)."""
   sizes: list[int] = []
   _RECORDERS.append(sizes)
   try:
@@ -166,12 +131,8 @@ def record_splits():
 
 
 def shard_batch(tree: Any, axis: int = 0) -> Any:
-  """Marks `axis` of every leaf as the batch axis, split over 'data'.
-
-  Call it inside a step on the arrays that carry the per-seed batch (a
-  minibatch, an env batch). Outside a mesh context it is the identity, so
-  the same step runs unsharded on one device; under the loop's seed vmap the
-  seed axis is added in front (`spmd_axis_name='seeds'`).
+  """Marks `axis` of every leaf (a minibatch, an env batch) as the batch
+  axis, split over 'data'; the identity outside a mesh context.
 
   Raises:
     BatchSplitError: the batch does not divide the data axis (the work would
@@ -207,21 +168,18 @@ def split_record(sizes: list[int], mesh: Mesh | None) -> dict[str, Any]:
   m = mesh_size(mesh)[DATA]
   batches = sorted(set(sizes))
   if not batches:
-    how = ('no batch axis: every device of the data axis runs the same work'
-           if m > 1 else 'no batch axis')
+    how = 'no batch axis' + (
+        ': every device of the data axis runs the same work' if m > 1 else '')
   else:
-    how = (f'batch {"/".join(map(str, batches))} split over {m} devices'
-           if m > 1 else f'batch {"/".join(map(str, batches))} on one device')
+    how = f'batch {"/".join(map(str, batches))} ' + (
+        f'split over {m} devices' if m > 1 else 'on one device')
   return {'data': m, 'batch': batches, 'split': bool(batches) and m > 1,
           'how': how}
 
 
 def to_host(tree: Any) -> Any:
-  """Fetches a pytree as numpy; arrays spanning hosts are all-gathered.
-
-  Leaves that are already on the host (numpy, Python scalars) pass through
-  unchanged, so calling it twice is harmless.
-  """
+  """Fetches a pytree as numpy; arrays spanning hosts are all-gathered
+  (leaves already on the host pass through)."""
 
   def fetch(x):
     if isinstance(x, jax.Array) and not x.is_fully_addressable:
@@ -229,11 +187,6 @@ def to_host(tree: Any) -> Any:
     return jax.device_get(x)
 
   return jax.tree.map(fetch, tree)
-
-
-def is_main_process() -> bool:
-  """Only process 0 writes files (metrics, plots, summary)."""
-  return jax.process_index() == 0
 
 
 def describe(mesh: Mesh | None = None) -> dict[str, Any]:

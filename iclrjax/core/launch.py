@@ -3,23 +3,16 @@
 A launcher declares `EXPERIMENT = launch.Experiment(name, run, schema=...,
 check_fn=...)`, where `run(r: Run) -> Result` trains (`r.train`), evaluates
 and states its `Claim`s, and ends with `EXPERIMENT.main()`; tests and
-notebooks call `EXPERIMENT.execute(cfg, workdir)`. Used as::
+notebooks call `EXPERIMENT.execute(cfg, workdir)`::
 
   python -m experiments.linreg                                # default config
   python -m experiments.linreg --config=configs/linreg.py:smoke --workdir=DIR
   python -m experiments.linreg --config.num_seeds=8 --config.seed=3
 
-`execute` calls `jax.distributed.initialize()` first (with
-`--config.distributed=True`; nothing before it starts a backend), then
-checks the config, the optional packages and the data: any problem is one
-line naming the field or the fix, exit status 2, before the workdir exists.
-The run writes config.json, metrics.jsonl (per-seed rows), tensorboard/,
-checkpoints/ (the same command resumes), plots/*.png and summary.json
-(DESIGN.md's schema: config, mesh and how each phase used its data axis,
-commit, wall time, metrics with 95% CIs, claims with evidence and controls)
-into `--workdir`, by default `runs/<name>/<config hash>/`: the same command
-after a kill resumes there (a finished run is re-evaluated from its last
-checkpoints); another config gets another directory.
+`jax.distributed.initialize()` (`--config.distributed=True`) comes before
+the checks of the config, packages and data (one line, exit status 2). A
+run's record goes to `--workdir`, by default `runs/<name>/<config hash>/`,
+where the same command resumes after a kill.
 """
 
 from __future__ import annotations
@@ -35,7 +28,6 @@ import json
 import logging as std_logging
 import os
 import pathlib
-import re
 import shlex
 import subprocess
 import sys
@@ -57,8 +49,6 @@ from iclrjax.core import extras
 from iclrjax.core import logging as log_lib
 from iclrjax.core import loop as loop_lib
 
-SUMMARY_FILE = 'summary.json'
-CONFIG_FILE = 'config.json'
 RUNS_ROOT_ENV = 'ICLRJAX_RUNS'
 
 
@@ -80,27 +70,20 @@ class Claim:
   def to_json(self) -> dict[str, Any]:
     out = {'claim': self.claim, 'holds': bool(self.holds),
            'evidence': self.evidence, 'control': self.control}
-    if self.paper:
-      out['paper'] = self.paper
-    return out
+    return {**out, 'paper': self.paper} if self.paper else out
 
 
 def control_text(what: str, measured: str, passes: bool) -> str:
-  """The `control` of a claim: what was run in the method's place, its
-  number, and whether it would pass the claim ('(fails)' is what a claim's
-  test expects)."""
+  """A claim's `control`: what ran in the method's place, its number, and
+  whether it would pass the claim ('(fails)' is what a claim test expects)."""
   return f'{what}: {measured} ({"passes" if passes else "fails"})'
 
 
 @dataclasses.dataclass
 class Result:
-  """What an experiment's `run` returns.
-
-  metrics: "<metric>/<variant>" -> per-seed values (array [num_seeds]);
-    summary.json reports mean, ci95 and per_seed of each.
-  claims: the paper's claims checked on these metrics.
-  extra: anything else JSON-able to store in summary.json.
-  """
+  """What `run` returns: metrics ("<metric>/<variant>" -> per-seed values;
+  summary.json gets their mean, ci95 and per_seed), the claims checked on
+  them, and `extra` JSON to store in summary.json."""
 
   metrics: Mapping[str, Any]
   claims: Sequence[Claim] = ()
@@ -133,14 +116,10 @@ class Run:
             num_seeds: int | None = None, **kwargs) -> loop_lib.TrainResult:
     """`core.loop.train` with this run's seeds, mesh, writer, checkpoints.
 
-    Experiments that train several things (one per algorithm, say) call it
-    once per `phase`: each phase checkpoints under checkpoints/<phase>/ and
-    logs "<phase>/<metric>", so a resumed run skips finished phases and
-    continues the interrupted one. `num_seeds` defaults to the config's; a
-    sweep passes its flattened (points x seeds) size with `seed_ids` and
-    `init_args` (see `core.loop.train`), and runs on a mesh of its own
-    shape. `data=` passes a training split as an argument of the compiled
-    program (`step_fn(state, t, data)`).
+    Each `phase` (an experiment that trains several things) checkpoints
+    under checkpoints/<phase>/ and logs "<phase>/<metric>", so a resumed run
+    skips finished phases. A sweep passes its (points x seeds) `num_seeds`
+    with `seed_ids` and `init_args` and runs on a mesh of its own shape.
     """
     kwargs.setdefault('checkpoint_every',
                       self.config.get('checkpoint_every', 1))
@@ -149,12 +128,17 @@ class Run:
     n = num_seeds or self.config.num_seeds
     mesh = self.mesh if n == self.config.num_seeds else (
         distributed.make_mesh(n))
+    if phase is not None and phase not in self._phase_ckpts:
+      self._phase_ckpts[phase] = ckpt_lib.Checkpointer(
+          self.workdir / 'checkpoints' / phase,
+          max_to_keep=self.config.get('keep_checkpoints', 3))
     with distributed.record_splits() as sizes:
       out = loop_lib.train(
           init_fn, step_fn, seed=self.config.seed, num_seeds=n,
           num_steps=num_steps, chunk_size=chunk_size, mesh=mesh,
-          writer=self.writer, checkpointer=self.phase_checkpointer(phase),
-          phase=phase, **kwargs)
+          writer=self.writer, phase=phase, checkpointer=(
+              self._phase_ckpts[phase] if phase else self.checkpointer),
+          **kwargs)
     # A step traced before (an earlier phase with the same step_fn) hits
     # JAX's trace cache and marks nothing this time: its record stands.
     sizes = sizes or self._traced.get(id(step_fn), [])
@@ -165,15 +149,6 @@ class Run:
     self.splits[phase or 'train'] = record
     return out
 
-  def phase_checkpointer(self, phase: str | None) -> ckpt_lib.Checkpointer:
-    if phase is None:
-      return self.checkpointer
-    if phase not in self._phase_ckpts:
-      self._phase_ckpts[phase] = ckpt_lib.Checkpointer(
-          self.workdir / 'checkpoints' / phase,
-          max_to_keep=self.config.get('keep_checkpoints', 3))
-    return self._phase_ckpts[phase]
-
   def close(self) -> None:
     for c in [self.checkpointer, *self._phase_ckpts.values()]:
       c.close()
@@ -183,14 +158,6 @@ class Run:
     """metrics.jsonl rows written so far."""
     return log_lib.read_metrics(self.workdir)
 
-  def plot(self, keys: Sequence[str], name: str, **kwargs) -> pathlib.Path:
-    """Plots metric `keys` (mean, 95% band) into plots/<name>.png."""
-    return log_lib.plot_curves(self.rows(), keys, self.plots_dir / f'{name}.png',
-                               **kwargs)
-
-
-RunFn = Callable[[Run], Result]
-
 
 class MissingDataError(FileNotFoundError):
   """A dataset the config asks for is not on disk (one line: what, where,
@@ -198,110 +165,53 @@ class MissingDataError(FileNotFoundError):
 
 
 def code_commit() -> str:
-  """The git commit of the code that ran ('<sha>-dirty' with local edits).
-
-  'unknown' outside a git checkout (e.g. installed from a wheel).
-  """
-  root = pathlib.Path(__file__).resolve().parents[2]
+  """The git commit of the code that ran ('<sha>-dirty' with local edits;
+  'unknown' outside a git checkout)."""
+  def git(*args):
+    return subprocess.run(
+        ['git', *args], cwd=pathlib.Path(__file__).resolve().parents[2],
+        check=True, capture_output=True, text=True, timeout=10).stdout.strip()
   try:
-    sha = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, check=True,
-                         capture_output=True, text=True, timeout=10
-                         ).stdout.strip()
-    dirty = subprocess.run(
-        ['git', 'status', '--porcelain', '--untracked-files=no', '--',
-         'iclrjax', 'experiments', 'configs'], cwd=root, check=True,
-        capture_output=True, text=True, timeout=10).stdout.strip()
+    sha = git('rev-parse', 'HEAD')
+    dirty = git('status', '--porcelain', '--untracked-files=no', '--',
+                'iclrjax', 'experiments', 'configs')
   except (OSError, subprocess.SubprocessError):
     return 'unknown'
   return f'{sha}-dirty' if dirty else sha
 
 
-def _safe_name(key: str) -> str:
-  return re.sub(r'[^A-Za-z0-9_.-]+', '_', key)
-
-
 def _write_json(path: pathlib.Path, obj: Any) -> None:
   tmp = path.with_suffix(path.suffix + '.tmp')
-  with tmp.open('w') as f:
-    json.dump(obj, f, indent=2, sort_keys=False)
-    f.write('\n')
+  tmp.write_text(json.dumps(obj, indent=2) + '\n')
   os.replace(tmp, path)
 
 
 def default_workdir(name: str, cfg_json: dict[str, Any]) -> pathlib.Path:
-  """`runs/<name>/<config hash>`: the same command resumes in the same place.
-
-  The hash is of the resolved config, so every process of a multi-host run
-  computes the same directory without talking to the others.
-  """
+  """`runs/<name>/<config hash>`: the same command resumes in the same place,
+  and every process of a multi-host run computes it on its own."""
   text = json.dumps(cfg_json, sort_keys=True)
   digest = hashlib.sha256(text.encode()).hexdigest()[:10]
   return pathlib.Path(os.environ.get(RUNS_ROOT_ENV, 'runs')) / name / digest
 
 
-def _diff_fields(a: Any, b: Any, prefix: str = '') -> list[str]:
-  if isinstance(a, dict) and isinstance(b, dict):
-    out = []
-    for k in sorted(set(a) | set(b)):
-      out.extend(_diff_fields(a.get(k), b.get(k), f'{prefix}{k}.'))
-    return out
-  return [] if a == b else [prefix.rstrip('.')]
-
-
-def _record(name: str, cfg_json: dict[str, Any], mesh: Any, result: Result,
-            commit: str, wall_s: float, command: str) -> dict[str, Any]:
-  """summary.json's content (DESIGN.md's schema)."""
-  summary = {
-      'experiment': name,
-      'config': cfg_json,
-      'num_seeds': int(cfg_json['num_seeds']),
-      **distributed.describe(mesh),
-      'commit': commit,
-      'wall_s': round(wall_s, 3),
-      'metrics': {
-          k: log_lib.summarize(np.asarray(v))
-          for k, v in distributed.to_host(dict(result.metrics)).items()
-      },
-      'claims': [c.to_json() for c in result.claims],
-      'command': command,
-      'versions': {'jax': jax.__version__},
-      'finished': datetime.datetime.now().isoformat(timespec='seconds'),
-  }
-  summary.update(result.extra)
-  return summary
-
-
-class _DropLibraryInfo(std_logging.Filter):
-  """Hides INFO chatter: orbax (lines per checkpoint), JAX backend probing."""
-
-  def filter(self, record: std_logging.LogRecord) -> bool:
-    return record.levelno >= std_logging.WARNING or not any(
-        part in record.pathname for part in self.NOISY)
-
-  NOISY = ('/orbax/', 'xla_bridge.py')
-
-
-def _quiet_library_logs() -> None:
-  logging.get_absl_handler().addFilter(_DropLibraryInfo())
+def _flat(d: Any, prefix: str = '') -> dict[str, Any]:
+  """{'a.b': leaf} of a nested dict (an empty dict is a leaf)."""
+  if not isinstance(d, dict) or not d:
+    return {prefix.rstrip('.'): d}
+  out = {}
+  for k in sorted(d):
+    out.update(_flat(d[k], f'{prefix}{k}.'))
+  return out
 
 
 def config_fields_help(name: str) -> str:
-  """'  field = default' lines of configs/<name>.py's default config, for
-  --help (a config that fails to load says so instead)."""
+  """'  field = default' lines of configs/<name>.py's default config."""
   try:
     cfg = importlib.import_module(f'configs.{name}').get_config()
   except Exception as e:  # pylint: disable=broad-except
     return f'  (configs/{name}.py did not load: {_one_line(e)})'
-  lines = []
-  def walk(d, prefix):
-    for k in sorted(d):
-      v = d[k]
-      if isinstance(v, dict) and v:
-        walk(v, f'{prefix}{k}.')
-      else:
-        lines.append(f'  {prefix}{k} = {v!r}')
-  walk(config_lib.to_dict(cfg), '')
-  return '\n'.join(lines)
+  return '\n'.join(f'  {k} = {v!r}'
+                   for k, v in _flat(config_lib.to_dict(cfg)).items())
 
 
 def _command_line() -> str:
@@ -309,9 +219,8 @@ def _command_line() -> str:
   machine that means nothing elsewhere)."""
   argv = [a for a in sys.argv if not a.startswith('--workdir=')]
   if argv and argv[0].endswith('.py'):
-    mod = pathlib.Path(argv[0]).with_suffix('')
-    argv[0] = '.'.join(mod.parts[-2:])
-    argv = ['python', '-m'] + argv
+    argv = ['python', '-m', '.'.join(
+        pathlib.Path(argv[0]).with_suffix('').parts[-2:])] + argv[1:]
   return ' '.join(shlex.quote(a) for a in argv)
 
 
@@ -319,17 +228,16 @@ def _command_line() -> str:
 class Experiment:
   """A named experiment: its run function and its config constraints.
 
-  Its config's fields and their types are those of the default config of
-  `configs/<name>.py` (ml_collections keeps them); `schema` holds only the
-  constraints a type does not say (`core.config`) and `check_fn` the
-  cross-field checks. `preflight(cfg)` raises FileNotFoundError when the
-  config's data is absent (cheap: it checks files, loads nothing);
-  `requires(cfg)` lists the optional packages a config needs as (module,
-  extra) pairs (`core.extras`). Both run before the workdir is created.
+  The config's fields and types are those of `configs/<name>.py`'s default
+  config; `schema` holds only the constraints a type does not say
+  (`core.config`) and `check_fn` the cross-field checks. `preflight(cfg)`
+  raises FileNotFoundError when the config's data is absent (it loads
+  nothing); `requires(cfg)` lists the optional packages a config needs as
+  (module, extra) pairs (`core.extras`).
   """
 
   name: str
-  run_fn: RunFn
+  run_fn: Callable[[Run], Result]
   schema: Mapping[str, config_lib.Spec] = dataclasses.field(
       default_factory=dict)
   check_fn: Callable[[ml_collections.ConfigDict], None] | None = None
@@ -362,62 +270,63 @@ class Experiment:
               workdir: str | os.PathLike | None = None, *,
               command: str | None = None,
               quiet: bool | None = None) -> dict[str, Any]:
-    """Runs (or resumes) and records one run; returns its summary.
-
-    `jax.distributed.initialize()` comes first (with `config.distributed`),
-    then `check_ready`, so nothing before it starts a backend; a bad config
-    or absent data raises before the workdir exists.
-    """
+    """Runs (or resumes) and records one run; returns its summary."""
     distributed.maybe_initialize(bool(cfg.get('distributed', False)))
     self.check_ready(cfg)
     cfg_json = config_lib.to_dict(cfg)
     wd = pathlib.Path(workdir) if workdir is not None else (
         default_workdir(self.name, cfg_json))
-    main_proc = distributed.is_main_process()
-    if (wd / CONFIG_FILE).exists():
-      old = json.loads((wd / CONFIG_FILE).read_text())
-      if old != cfg_json:
+    main_proc = jax.process_index() == 0  # only process 0 writes files
+    if (wd / 'config.json').exists():
+      old = _flat(json.loads((wd / 'config.json').read_text()))
+      new = _flat(cfg_json)
+      if old != new:
+        diff = [k for k in sorted(old.keys() | new.keys())
+                if old.get(k) != new.get(k)]
         raise config_lib.ConfigError(
-            ','.join(_diff_fields(old, cfg_json)) or 'config', '(changed)',
+            ','.join(diff) or 'config', '(changed)',
             f'workdir {wd} holds a run with a different config; pass a new '
             '--workdir or the same config to resume it')
       logging.info('Resuming the run in %s', wd)
     if main_proc:
       wd.mkdir(parents=True, exist_ok=True)
-      _write_json(wd / CONFIG_FILE, cfg_json)
+      _write_json(wd / 'config.json', cfg_json)
     logging.info('%s: workdir %s', self.name, wd)
 
-    quiet = log_lib.quiet_default() if quiet is None else quiet
     mesh = distributed.make_mesh(cfg.num_seeds)
     writer = log_lib.MetricWriter(wd, enabled=main_proc)
     # TensorBoard's Text tab shows the config beside the scalars.
-    writer.write_text('config', '```\n' + json.dumps(cfg_json, indent=2)
-                      + '\n```')
-    checkpointer = ckpt_lib.Checkpointer(
-        wd / 'checkpoints', max_to_keep=cfg.get('keep_checkpoints', 3))
+    writer.write_text('config', f'```\n{json.dumps(cfg_json, indent=2)}\n```')
     run = Run(name=self.name, config=cfg, workdir=wd, writer=writer,
-              checkpointer=checkpointer, mesh=mesh, quiet=quiet)
+              checkpointer=ckpt_lib.Checkpointer(
+                  wd / 'checkpoints',
+                  max_to_keep=cfg.get('keep_checkpoints', 3)), mesh=mesh,
+              quiet=log_lib.quiet_default() if quiet is None else quiet)
     commit = code_commit()  # the code that runs, before anyone edits it
     t0 = time.perf_counter()
     try:
       result = self.run_fn(run)
     finally:
       run.close()
-    summary = _record(self.name, cfg_json, mesh, result, commit,
-                      time.perf_counter() - t0,
-                      command or f'python -m experiments.{self.name}')
-    summary['data_axis'] = {
-        'used': any(r['split'] for r in run.splits.values()),
-        'phases': run.splits}
+    summary = {  # DESIGN.md's schema
+        'experiment': self.name,
+        'config': cfg_json,
+        'num_seeds': int(cfg_json['num_seeds']),
+        **distributed.describe(mesh),
+        'commit': commit,
+        'wall_s': round(time.perf_counter() - t0, 3),
+        'metrics': {k: log_lib.summarize(np.asarray(v)) for k, v in
+                    distributed.to_host(dict(result.metrics)).items()},
+        'claims': [c.to_json() for c in result.claims],
+        'command': command or f'python -m experiments.{self.name}',
+        'versions': {'jax': jax.__version__},
+        'finished': datetime.datetime.now().isoformat(timespec='seconds'),
+        **result.extra,
+        'data_axis': {'used': any(r['split'] for r in run.splits.values()),
+                      'phases': run.splits},
+    }
     if main_proc:
-      rows = log_lib.read_metrics(wd)
-      keys = sorted({k for r in rows for k in r if k not in ('step', 'phase')})
-      if not list((wd / 'plots').glob('*.png')):  # unless it drew its own
-        for key in keys[:32]:
-          log_lib.plot_curves(rows, [key],
-                              wd / 'plots' / f'{_safe_name(key)}.png',
-                              title=f'{self.name}: {key}')
-      _write_json(wd / SUMMARY_FILE, summary)
+      _write_json(wd / 'summary.json', summary)
     for c in result.claims:
       logging.info('claim %s: %s (%s)',
                    'HOLDS' if c.holds else 'does NOT hold', c.claim,
@@ -442,7 +351,10 @@ class Experiment:
                         'hash>; the same command resumes there).')
 
     def _main(argv):
-      _quiet_library_logs()
+      # Hide INFO chatter: orbax (lines per checkpoint), JAX backend probing.
+      logging.get_absl_handler().addFilter(
+          lambda r: r.levelno >= std_logging.WARNING or not any(
+              p in r.pathname for p in ('/orbax/', 'xla_bridge.py')))
       if len(argv) > 1:
         raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
       try:
@@ -466,16 +378,15 @@ def _one_line(e: BaseException) -> str:
     text = text.strip('\'"').replace('\\n', ' ').replace("\\'", "'")
   if 'Traceback (most recent call last)' in text:
     # config_flags embeds get_config()'s traceback; its last line says why.
-    head = text.split(':', 1)[0]
     last = [l for l in text.splitlines() if l.strip()][-1].strip()
-    text = f'{head}: {last}'
+    text = f'{text.split(":", 1)[0]}: {last}'
   return ' '.join(text.split())
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl flag parsing; a bad flag or config file exits 2 with one line."""
   for arg in argv[1:]:
-    if arg.startswith('--config=') and not arg.startswith('--config.'):
+    if arg.startswith('--config='):
       path = arg.split('=', 1)[1].split(':', 1)[0]
       if not os.path.exists(path):
         print(f'error: --config: no config file {path!r} (expected e.g. '
@@ -484,8 +395,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
         sys.exit(2)
   with _flag_errors_exit_2():
     rest = flags.FLAGS(argv)
-    # config_flags applies --config.<field> overrides on first access.
-    _ = flags.FLAGS.config
+    _ = flags.FLAGS.config  # applies --config.<field> overrides
   return rest
 
 

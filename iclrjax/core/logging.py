@@ -1,12 +1,7 @@
-"""Run records: metrics.jsonl, TensorBoard events, progress, plots, CIs.
+"""Run records: metrics.jsonl, TensorBoard events, progress, CIs.
 
-`metrics.jsonl` holds one JSON object per logged step::
-
-  {"step": 200, "loss": [0.12, 0.11, 0.13], "accuracy": [...]}
-
-Each metric is a list over seeds (the vmapped axis), so learning curves with
-bands over seeds can be drawn from the file alone. TensorBoard gets the mean
-over seeds of every scalar. Only process 0 writes.
+`metrics.jsonl` holds a row per logged step, each metric a list over seeds:
+`{"step": 200, "loss": [0.12, 0.11, 0.13]}`; TensorBoard gets seed means.
 """
 
 from __future__ import annotations
@@ -29,10 +24,8 @@ METRICS_FILE = 'metrics.jsonl'
 
 
 def mean_ci95(values: Sequence[float] | np.ndarray) -> tuple[float, float]:
-  """Mean and half-width of a Student-t 95% confidence interval.
-
-  The half-width is 0 for a single value (no spread to estimate).
-  """
+  """Mean and half-width of a Student-t 95% confidence interval (0 for one
+  value)."""
   x = np.asarray(values, dtype=np.float64).reshape(-1)
   mean = float(np.mean(x))
   if x.size < 2:
@@ -46,13 +39,6 @@ def summarize(values: Sequence[float] | np.ndarray) -> dict[str, Any]:
   x = np.asarray(values, dtype=np.float64).reshape(-1)
   mean, ci = mean_ci95(x)
   return {'mean': mean, 'ci95': ci, 'per_seed': [float(v) for v in x]}
-
-
-def _jsonable(v: Any) -> Any:
-  a = np.asarray(v)
-  if a.ndim == 0:
-    return a.item()
-  return a.tolist()
 
 
 def read_metrics(workdir: str | os.PathLike) -> list[dict[str, Any]]:
@@ -80,39 +66,27 @@ class MetricWriter:
   def __init__(self, workdir: str | os.PathLike, *, enabled: bool = True,
                tensorboard: bool = True):
     self.workdir = pathlib.Path(workdir)
+    self.path = self.workdir / METRICS_FILE
+    self.tb_dir = self.workdir / 'tensorboard'
     self.enabled = enabled
     self._tb = None
     self._use_tb = enabled and tensorboard
-    # False until the first truncate (the first train call) has checked the
-    # files a killed earlier process may have left (rows past its last
-    # checkpoint, TensorBoard events out of step with metrics.jsonl).
+    # False until the first truncate has checked what a killed process may
+    # have left (rows past its checkpoint, TensorBoard out of step).
     self._synced = False
     if enabled:
       self.workdir.mkdir(parents=True, exist_ok=True)
       if self._use_tb:
         self._open_tb()
 
-  @property
-  def path(self) -> pathlib.Path:
-    return self.workdir / METRICS_FILE
-
-  @property
-  def tb_dir(self) -> pathlib.Path:
-    return self.workdir / 'tensorboard'
-
   def _open_tb(self) -> None:
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
     self._tb = SummaryWriter(str(self.tb_dir))
 
   def truncate(self, last_step: int, phase: str | None = None) -> None:
-    """Drops rows of `phase` after `last_step` (logged after the checkpoint).
-
-    A run killed after logging step N but before checkpointing it (or before
-    its first checkpoint: `last_step` 0) would otherwise log those steps
-    twice on resume; truncating keeps the file identical to an
-    uninterrupted run's. Rows of other phases are kept. TensorBoard event
-    files cannot be cut, so they are rewritten from the kept rows.
-    """
+    """Drops rows of `phase` after `last_step` (logged after the checkpoint
+    a resumed run restarts from), so the file equals an uninterrupted run's;
+    TensorBoard events cannot be cut, so they are rewritten from the rest."""
     synced, self._synced = self._synced, True
     if not self.enabled or not self.path.exists():
       return
@@ -123,9 +97,7 @@ class MetricWriter:
         b'\n')
     if changed:
       tmp = self.path.with_suffix('.jsonl.tmp')
-      with tmp.open('w') as f:
-        for r in rows:
-          f.write(json.dumps(r) + '\n')
+      tmp.write_text(''.join(json.dumps(r) + '\n' for r in rows))
       os.replace(tmp, self.path)
     if self._use_tb and (changed or not synced):
       self._rewrite_tb(rows)
@@ -151,10 +123,8 @@ class MetricWriter:
     """Writes one row; each value is a scalar or an array over seeds."""
     if not self.enabled:
       return
-    row = {'step': int(step)}
-    if phase is not None:
-      row['phase'] = phase
-    row.update({k: _jsonable(v) for k, v in metrics.items()})
+    row = {'step': int(step), **({} if phase is None else {'phase': phase}),
+           **{k: np.asarray(v).tolist() for k, v in metrics.items()}}
     with self.path.open('a') as f:
       f.write(json.dumps(row) + '\n')
     if self._tb is not None:
@@ -183,20 +153,15 @@ class MetricWriter:
 
 
 def quiet_default() -> bool:
-  """Whether to log lines instead of drawing a progress bar.
-
-  ICLRJAX_QUIET=1 (or 0) decides when set; otherwise quiet under CI and
-  pytest, a bar in Jupyter (tqdm.auto draws a widget there), and a bar on a
-  terminal (quiet when stderr is redirected).
-  """
+  """Whether to log lines instead of drawing a progress bar: ICLRJAX_QUIET=1
+  (or 0) if set, else quiet under CI and pytest and when stderr is not a
+  terminal, but a bar in Jupyter."""
   env = os.environ.get('ICLRJAX_QUIET', '')
   if env:
     return env != '0'
   if os.environ.get('CI') or 'PYTEST_CURRENT_TEST' in os.environ:
     return True
-  if 'ipykernel' in sys.modules:
-    return False
-  return not sys.stderr.isatty()
+  return 'ipykernel' not in sys.modules and not sys.stderr.isatty()
 
 
 class Progress:
@@ -234,156 +199,3 @@ class Progress:
   def close(self):
     if self._bar is not None:
       self._bar.close()
-
-
-def curves(rows: Sequence[Mapping[str, Any]],
-           key: str) -> tuple[np.ndarray, np.ndarray]:
-  """(steps [T], values [T, num_seeds]) of one metric from metrics rows."""
-  steps, vals = [], []
-  for r in rows:
-    if key in r:
-      steps.append(r['step'])
-      vals.append(np.atleast_1d(np.asarray(r[key], dtype=np.float64)))
-  if not steps:
-    return np.zeros((0,)), np.zeros((0, 0))
-  return np.asarray(steps), np.stack(vals)
-
-
-def subplots(nrows: int = 1, ncols: int = 1, **kwargs):
-  """`(fig, axes)` like `plt.subplots`, without pyplot: no global backend
-  switch (a notebook keeps its inline backend) and nothing to close."""
-  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
-  fig = Figure(figsize=kwargs.pop('figsize', None))
-  return fig, fig.subplots(nrows, ncols, **kwargs)
-
-
-def save_figure(fig, path: str | os.PathLike) -> pathlib.Path:
-  """Writes `fig` to `path` (PNG, 100 dpi, legend outside kept)."""
-  path = pathlib.Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  fig.savefig(path, dpi=100, bbox_inches='tight')
-  return path
-
-
-def series_style(i: int) -> dict[str, Any]:
-  """Colour and line style of the i-th series: 10 colours x 4 dash patterns,
-  so that up to 40 methods (a method and its ablations) stay distinct."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  colours = matplotlib.colormaps['tab10'].colors
-  styles = ('-', '--', ':', '-.')
-  return {'color': colours[i % len(colours)],
-          'linestyle': styles[(i // len(colours) + i) % len(styles)]}
-
-
-def outside_legend(ax, fontsize: float = 7, **kwargs) -> None:
-  """A legend to the right of `ax`, outside the data (save the figure with
-  bbox_inches='tight' so it is kept)."""
-  ax.legend(fontsize=fontsize, loc='upper left', bbox_to_anchor=(1.02, 1.0),
-            borderaxespad=0.0, frameon=False, **kwargs)
-
-
-def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
-                path: str | os.PathLike, *, title: str = '',
-                xlabel: str = 'step', ylabel: str = 'value',
-                logy: bool = False,
-                bounds: tuple[float, float] | None = None) -> pathlib.Path:
-  """Plots (label, x [T], values [T, n]) series: mean and 95% band over n.
-
-  Each series gets its own colour and line style (`series_style`); the
-  legend sits outside the axes. `bounds`: the range the metric cannot leave
-  (e.g. (0, 1) for accuracy); the t-band is clipped to it. Without `bounds`,
-  a series whose every value is >= 0 (a regret, an error, a loss) has its
-  band clipped at 0. A series that is constant over x and seeds is drawn but
-  labelled '(constant)', so a flat panel says what it is.
-  """
-  fig, ax = subplots(figsize=(7.5, 4))
-  for i, (label, steps, vals) in enumerate(series):
-    if not len(steps):
-      continue
-    vals = np.asarray(vals, np.float64)
-    mean = np.nanmean(vals, axis=1)
-    n = vals.shape[1]
-    if n > 1:
-      sem = np.nanstd(vals, axis=1, ddof=1) / math.sqrt(n)
-      half = scipy.stats.t.ppf(0.975, n - 1) * sem
-    else:
-      half = np.zeros_like(mean)
-    lo, hi = mean - half, mean + half
-    if logy:  # a t-band can cross zero; on a log axis stop it at the data
-      lo = np.maximum(lo, np.nanmin(vals, axis=1))
-    if bounds is not None:
-      lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
-    elif np.nanmin(vals) >= 0:
-      lo = np.maximum(lo, 0.0)
-    text = f'{label} (n={n})'
-    if np.nanmax(vals) == np.nanmin(vals):
-      text += ' (constant)'
-    style = series_style(i)
-    ax.plot(steps, mean, label=text, **style)
-    ax.fill_between(steps, lo, hi, alpha=0.2, color=style['color'],
-                    linewidth=0)
-  ax.set_xlabel(xlabel)
-  ax.set_ylabel(ylabel)
-  if logy:
-    ax.set_yscale('log')
-  if title:
-    ax.set_title(title, fontsize=10)
-  ax.grid(alpha=0.3)
-  if ax.get_legend_handles_labels()[0]:
-    outside_legend(ax, fontsize=8)
-  return save_figure(fig, path)
-
-
-def plot_bars(values: Mapping[str, np.ndarray], path: str | os.PathLike, *,
-              title: str = '', ylabel: str = 'value',
-              bounds: tuple[float, float] | None = None,
-              highlight: Sequence[str] = ()) -> pathlib.Path:
-  """Compares methods (arms, ablations) on one metric: {label: values [n]}.
-
-  One bar per label at its mean over the n seeds, a 95% t-interval as an
-  error bar (clipped to `bounds`, the range the metric cannot leave) and
-  each seed as a dot, so a reader sees the spread as well as the mean.
-  Labels in `highlight` (the method) are drawn in the first colour, the
-  others in grey.
-  """
-  labels = list(values)
-  fig, ax = subplots(figsize=(max(4.0, 1.1 * len(labels) + 1.5), 4))
-  for i, label in enumerate(labels):
-    vals = np.atleast_1d(np.asarray(values[label], np.float64))
-    n = len(vals)
-    mean, half = mean_ci95(vals)
-    lo, hi = mean - half, mean + half
-    if bounds is not None:
-      lo, hi = float(np.clip(lo, *bounds)), float(np.clip(hi, *bounds))
-    colour = series_style(0)['color'] if label in highlight else '0.6'
-    ax.bar(i, mean, color=colour, alpha=0.7, width=0.7)
-    ax.errorbar(i, mean, yerr=[[mean - lo], [hi - mean]], color='k',
-                capsize=4, linewidth=1)
-    jitter = np.linspace(-0.15, 0.15, n) if n > 1 else np.zeros(1)
-    ax.scatter(i + jitter, vals, s=10, color='k', zorder=3)
-  ax.set_xticks(range(len(labels)))
-  ax.set_xticklabels(labels, rotation=20 if len(labels) > 3 else 0,
-                     ha='right' if len(labels) > 3 else 'center', fontsize=8)
-  ax.set_ylabel(ylabel)
-  if bounds is not None:
-    ax.set_ylim(bottom=bounds[0])
-  n = len(np.atleast_1d(values[labels[0]])) if labels else 0
-  ax.set_title(f'{title} (mean, 95% CI, dots: {n} seeds)' if title else
-               f'mean, 95% CI, dots: {n} seeds', fontsize=10)
-  ax.grid(alpha=0.3, axis='y')
-  return save_figure(fig, path)
-
-
-def plot_curves(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
-                path: str | os.PathLike, *, title: str = '',
-                xlabel: str = 'step', ylabel: str | None = None,
-                labels: Sequence[str] | None = None,
-                logy: bool = False) -> pathlib.Path:
-  """Plots mean and 95% CI band over seeds of `keys` into one PNG."""
-  series = []
-  for i, key in enumerate(keys):
-    steps, vals = curves(rows, key)
-    series.append((labels[i] if labels else key, steps, vals))
-  return plot_series(series, path, title=title, xlabel=xlabel,
-                     ylabel=ylabel or (keys[0] if len(keys) == 1 else 'value'),
-                     logy=logy)

@@ -1,32 +1,11 @@
 """The canonical compiled training loop: `scan` over steps, `vmap` over seeds.
 
-A method is two pure functions::
-
-  init(key) -> state                      # one seed
-  step(state, t) -> (state, metrics)      # one step; t is the int32 step index
-
-or, for a method that trains on a dataset shared by every seed,
-
-  step(state, t, data) -> (state, metrics)  # data: the `data=` pytree
-
-`state` is any pytree of arrays (params, optimizer state, raw uint32 PRNG
-keys, buffers). Minibatches are drawn inside `step` as a function of
-(key, t), so the step counter is the whole data-iterator position. `data`
-(a training split) is an argument of the compiled program, placed on the
-mesh with `distributed.data_sharding`, not a constant baked into it.
-`metrics` is a dict of scalars.
-
-`chunk_fn` compiles `chunk_size` steps under one `jax.lax.scan`, `jax.vmap`s
-them over a leading seed axis (`spmd_axis_name='seeds'`) and jits the result
-on the ('seeds', 'data') mesh of `core.distributed`: the seed axis is split
-over 'seeds', and the arrays a step marks with `distributed.shard_batch` over
-'data'. `chunks` drives that from Python, yielding after every chunk so the
-caller can log and checkpoint; `train` is the full driver with restore,
+A method is `init(key) -> state` (one seed) and `step(state, t[, data]) ->
+(state, metrics)`, t the int32 step index from which `step` draws its
+minibatch, `data` a training split passed as an argument of the program.
+`chunk_fn` compiles `chunk_size` steps, vmapped over seeds on the ('seeds',
+'data') mesh; `chunks` yields after each chunk; `train` adds restore,
 metrics.jsonl, progress and checkpoints.
-
-Seed i's key is `fold_in(PRNGKey(seed), i)`, independent of how many seeds
-run, so seed i gives the same numbers alone or vmapped with others (up to
-float rounding: XLA may batch a matmul differently).
 """
 
 from __future__ import annotations
@@ -51,17 +30,21 @@ PyTree = Any
 InitFn = Callable[[jax.Array], PyTree]
 StepFn = Callable[..., tuple[PyTree, Mapping[str, jax.Array]]]
 
-# Fault injection for the preemption tests: SIGKILL this process right after
-# the chunk that completes this step has been logged (and possibly before it
-# has been checkpointed). Never set it outside tests.
+# Preemption tests only: SIGKILL after logging (maybe before checkpointing)
+# the chunk that completes this step.
 FAULT_ENV = 'ICLRJAX_FAULT_KILL_AT_STEP'
 
 
-def seed_keys(seed: int, num_seeds: int, first: int = 0) -> jax.Array:
-  """Raw uint32 keys [num_seeds, 2]; key i = fold_in(PRNGKey(seed), first+i)."""
+def seed_keys(seed: int, num_seeds: int, first: int = 0,
+              ids: Sequence[int] | None = None) -> jax.Array:
+  """Raw uint32 keys [num_seeds, 2]; key i = fold_in(PRNGKey(seed), ids[i])
+  (ids default: first, first + 1, ...)."""
+  ids = np.arange(first, first + num_seeds) if ids is None else ids
+  if len(ids) != num_seeds:
+    raise ValueError(f'seed_ids has {len(ids)} entries, num_seeds={num_seeds}')
   base = jax.random.PRNGKey(seed)
-  idx = jnp.arange(first, first + num_seeds, dtype=jnp.uint32)
-  return jax.vmap(lambda i: jax.random.fold_in(base, i))(idx)
+  return jax.vmap(lambda i: jax.random.fold_in(base, i))(
+      jnp.asarray(np.asarray(ids, np.uint32)))
 
 
 def init_states(init_fn: InitFn, keys: jax.Array,
@@ -70,10 +53,8 @@ def init_states(init_fn: InitFn, keys: jax.Array,
   """`vmap(init_fn)(keys[, init_args])`, created in its seed sharding."""
   args = (keys,) if init_args is None else (keys, init_args)
   # lax.map, not vmap: a vmapped orthogonal initialiser becomes a batched
-  # LAPACK QR, which deadlocks jaxlib 0.10.2's 2-thread CPU pool now and then
-  # (each QR waits inside a pool thread for work that is never scheduled).
-  # Init runs once, so the loop costs nothing, and each seed's state no
-  # longer depends on how many seeds share the batch.
+  # LAPACK QR, which now and then deadlocks jaxlib 0.10.2's 2-thread CPU
+  # pool; and each seed's state does not depend on how many seeds run.
   vinit = lambda *a: jax.lax.map(lambda x: init_fn(*x), a)
   if mesh is None:
     return jax.jit(vinit)(*args)
@@ -101,14 +82,11 @@ def chunk_fn(step_fn: StepFn, chunk_size: int,
              mesh: jax.sharding.Mesh | None = None, *,
              donate: bool = True, unroll: int | bool = 1
              ) -> Callable[..., Any]:
-  """Compiles `chunk_size` steps of `step_fn` for every seed.
+  """f(states, start[, data]) -> (states, metrics [num_seeds, chunk_size]):
+  `chunk_size` steps of `step_fn` from step `start` for every seed.
 
-  Returns f(states, start[, data]) -> (states, metrics) where states have a
-  leading seed axis, `start` is the int32 index of the chunk's first step,
-  `data` (if given) is passed to every step as `step_fn(state, t, data)`,
-  and every metric comes back shaped [num_seeds, chunk_size].
-  `unroll` is `lax.scan`'s: True unrolls the chunk (XLA:CPU runs
-  convolutions inside a while loop ~20x slower than unrolled ones).
+  `unroll` is `lax.scan`'s (XLA:CPU runs convolutions inside a while loop
+  ~20x slower than unrolled ones).
   """
 
   def one_seed(state, start, data):
@@ -128,15 +106,14 @@ def chunk_fn(step_fn: StepFn, chunk_size: int,
   sharding = distributed.seed_sharding(mesh)
   jitted = jax.jit(chunk, out_shardings=(sharding, sharding), **kwargs)
 
-  def run(states, start, data=None):
-    with jax.set_mesh(mesh):  # shard_batch reads the mesh while tracing
-      return jitted(states, start, data)
+  def in_mesh(fn):  # shard_batch reads the mesh while tracing
+    def call(states, start, data=None):
+      with jax.set_mesh(mesh):
+        return fn(states, start, data)
+    return call
 
-  def lower(states, start, data=None):
-    with jax.set_mesh(mesh):
-      return jitted.lower(states, start, data)
-
-  run.lower = lower
+  run = in_mesh(jitted)
+  run.lower = in_mesh(jitted.lower)
   return run
 
 
@@ -155,12 +132,8 @@ def chunks(step_fn: StepFn, state: PyTree, *, start_step: int,
            mesh: jax.sharding.Mesh | None = None,
            data: PyTree | None = None,
            unroll: int | bool = 1) -> Iterator[Chunk]:
-  """Runs steps [start_step, num_steps) chunk by chunk, yielding each.
-
-  The full-size chunk compiles once; a shorter final chunk (if num_steps is
-  not a multiple of chunk_size) compiles once more. `data`: a pytree of
-  arrays shared by every seed, passed as `step_fn(state, t, data)`.
-  """
+  """Runs steps [start_step, num_steps) chunk by chunk, yielding each (a
+  shorter last chunk compiles once more)."""
   compiled: dict[int, Callable[..., Any]] = {}
   if data is not None:
     data = distributed.put_data(mesh, data)
@@ -176,24 +149,14 @@ def chunks(step_fn: StepFn, state: PyTree, *, start_step: int,
     step += size
 
 
-def _maybe_fault(step: int) -> None:
-  target = os.environ.get(FAULT_ENV)
-  if target and step >= int(target):
-    logging.warning('Fault injection: SIGKILL at step %d', step)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
 @dataclasses.dataclass
 class TrainResult:
-  """What `train` returns: the final states (leading seed axis), the step
-  count, the step it resumed from (None: a fresh run) and the steady-state
-  speed."""
+  """What `train` returns. steps_per_s: over the chunks after the first
+  (which compiles); None when fewer than two ran in this process."""
 
   state: PyTree          # final states, leading seed axis
   num_steps: int
   resumed_from: int | None  # step restored from a checkpoint, or None
-  # Steps per second over the chunks after the first (which compiles);
-  # None when fewer than two chunks ran in this process.
   steps_per_s: float | None = None
 
 
@@ -211,57 +174,27 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
   """Runs (or resumes) a whole training run; the canonical driver.
 
   Args:
-    init_fn: key -> state for one seed.
-    step_fn: (state, t) -> (state, metrics) for one seed and one step.
-    seed: base seed; seed i uses `fold_in(PRNGKey(seed), i)`.
-    num_seeds: size of the vmapped seed axis.
-    first_seed: run seeds first_seed .. first_seed + num_seeds - 1 (to rerun
-      one seed of a sweep alone).
-    seed_ids: explicit seed index of every row of the vmapped axis (length
-      num_seeds), e.g. [0, 1, 0, 1] for 2 sweep points x 2 seeds, so every
-      sweep point sees the same seeds (common random numbers).
-    init_args: per-row arguments (pytree, leading axis num_seeds), passed as
-      init_fn(key, args): the hyperparameters of a sweep point, stored in the
-      state so that `step_fn` reads them from there.
-    phase: a name for this training run when an experiment runs several
-      (e.g. one per algorithm): metric keys become "<phase>/<key>" and rows
-      carry {"phase": phase}, so resuming one phase leaves the others' rows.
-    num_steps: total steps.
-    chunk_size: steps per compiled `scan` call (Python regains control, logs
-      and maybe checkpoints after each).
-    mesh: the ('seeds', 'data') mesh (`core.distributed.make_mesh`); None:
-      the default device, unsharded.
-    data: arrays shared by every seed (a training split), passed to
-      `step_fn(state, t, data)` as arguments of the compiled chunk.
-    writer: metrics.jsonl/TensorBoard writer; gets rows every `log_every`
-      steps (default: one row per chunk, at its last step).
-    checkpointer: if given, restores the latest checkpoint (and truncates
-      metrics.jsonl to it) before running, and saves every
-      `checkpoint_every` chunks (0: only at the end) and at the end.
-    checkpoint_every: chunks between checkpoints.
-    log_every: steps between metric rows; the row of step index t has
-      `"step": t + 1` (steps completed).
-    progress: show a progress bar (None: unless quiet, see logging).
-    desc: progress label.
+    seed: row i of the seed axis uses `fold_in(PRNGKey(seed), seed_ids[i])`
+      (default first_seed + i; a sweep repeats them: [0, 1, 0, 1]).
+    init_args: per-row arguments, passed as init_fn(key, args).
+    phase: names one of several training runs: metrics "<phase>/<key>".
+    data: arrays shared by every seed, passed as `step_fn(state, t, data)`.
+    writer: a row every `log_every` steps (default: per chunk).
+    checkpointer: restores the latest checkpoint (truncating the writer's
+      rows to it), saves at the end and every `checkpoint_every` chunks.
     postfix_keys: metrics shown (seed mean) beside the progress bar.
-    unroll: `chunk_fn`'s (True: each chunk's steps unrolled).
   """
-  ids = np.asarray(seed_ids if seed_ids is not None else
-                   np.arange(first_seed, first_seed + num_seeds), np.uint32)
-  if len(ids) != num_seeds:
-    raise ValueError(f'seed_ids has {len(ids)} entries, num_seeds={num_seeds}')
-  base = jax.random.PRNGKey(seed)
-  keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.asarray(ids))
-  start, resumed_from, state = 0, None, None
+  keys = seed_keys(seed, num_seeds, first_seed, seed_ids)
+  start, resumed_from = 0, None
   if checkpointer is not None and checkpointer.latest_step() is not None:
     abstract = abstract_states(init_fn, keys, mesh, init_args)
     state, meta = checkpointer.restore(abstract)
     start = resumed_from = int(meta['step'])
     logging.info('Resuming %s from step %d of %d', desc, start, num_steps)
+  else:
+    state = init_states(init_fn, keys, mesh, init_args)
   if writer is not None:  # rows logged after the restored step (or after 0)
     writer.truncate(start, phase=phase)
-  if state is None:
-    state = init_states(init_fn, keys, mesh, init_args)
   prefix = f'{phase}/' if phase else ''
 
   log_every = log_every or chunk_size
@@ -281,7 +214,9 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
         writer.write_rows(done[keep].tolist(),
                           {prefix + k: v[:, keep] for k, v in metrics.items()},
                           phase=phase)
-      _maybe_fault(chunk.end)
+      if chunk.end >= int(os.environ.get(FAULT_ENV) or num_steps + 1):
+        logging.warning('Fault injection: SIGKILL at step %d', chunk.end)
+        os.kill(os.getpid(), signal.SIGKILL)
       final = chunk.end >= num_steps
       if checkpointer is not None and (final or (
           checkpoint_every and n_chunks % checkpoint_every == 0)):
@@ -292,34 +227,23 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
       })
       if n_chunks == 1:
         steady = (time.perf_counter(), chunk.end)
-      last_end = chunk.end
   finally:
     bar.close()
     if checkpointer is not None:
       checkpointer.wait()
     if writer is not None:
       writer.flush()
-  steps_per_s = None
-  if n_chunks >= 2:
-    steps_per_s = (last_end - steady[1]) / (time.perf_counter() - steady[0])
-  return TrainResult(state=state, num_steps=num_steps,
-                     resumed_from=resumed_from, steps_per_s=steps_per_s)
+  speed = None if n_chunks < 2 else (
+      (chunk.end - steady[1]) / (time.perf_counter() - steady[0]))
+  return TrainResult(state, num_steps, resumed_from, speed)
 
 
 @dataclasses.dataclass
 class Program:
-  """One jitted function of an experiment at its config's shapes, not run.
-
-  An experiment's `programs(cfg)` lists them (its training chunks and its
-  evaluation) so that `benchmarks/paper_variants.py` can compile, cost and
-  time a variant without running it. `args` are pytrees of
-  `jax.ShapeDtypeStruct`; `calls` is how often a run calls the function,
-  `steps` the training steps per call (0: not training), `params` the model
-  parameters per seed; `batch_axis`: whether the step marks a batch with
-  `distributed.shard_batch` (False: nothing to split over 'data', which the
-  run records); `note`: what the program leaves out (host work, a loop of
-  data-dependent length), for the cost table.
-  """
+  """One jitted function of an experiment at its config's shapes, not run,
+  for `benchmarks/paper_variants.py`: `fn(*args)` is called `calls` times
+  for `steps` training steps each; `batch_axis`: whether it marks a batch
+  with `shard_batch`; `init(mesh)`: concrete `args` (seeds 0.., step 0)."""
 
   name: str
   fn: Callable[..., Any]
@@ -329,9 +253,6 @@ class Program:
   params: int = 0
   batch_axis: bool = True
   note: str = ''
-  # mesh -> concrete `args` of a training chunk (seeds 0.., step 0; data as
-  # given, zeros where only its shapes were), where the init needs no
-  # earlier phase: what paper_variants' --compare runs on 1 and 8 devices.
   init: Callable[[jax.sharding.Mesh | None], tuple[Any, ...]] | None = None
 
 
@@ -365,13 +286,9 @@ def train_program(name: str, init_fn: InitFn, step_fn: StepFn, *,
                   sharded: bool = False, batch_axis: bool = True,
                   params: int | None = None,
                   unroll: int | bool = 1) -> Program:
-  """The `Program` of one training chunk, as `train` would compile it.
-
-  `data` and `init_args` may be arrays or `jax.ShapeDtypeStruct`s; nothing
-  is initialised or run. `sharded`: on the ('seeds', 'data') mesh over every
-  device that `Run.train` would use (else one device). `params` overrides
-  `count_params` of the state.
-  """
+  """The `Program` of one training chunk, as `train` would compile it
+  (`sharded`: on `Run.train`'s mesh); `data` and `init_args` may be arrays
+  or `jax.ShapeDtypeStruct`s."""
   mesh = distributed.make_mesh(num_seeds) if sharded else None
   keys = jax.ShapeDtypeStruct((num_seeds, 2), jnp.uint32)
   states = abstract_states(init_fn, keys, mesh,

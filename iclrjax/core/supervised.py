@@ -1,14 +1,8 @@
 """Supervised classification from in-memory arrays, as (init, step).
 
-The shared trainer of the experiments that fit a classifier on a dataset
-kept on device: the training split is an argument of the compiled loop
-(`r.train(init, step, data=(x, y))`, its examples split over the mesh's
-'data' axis), not a constant of the program; minibatches are
-`data.batch_indices(key, t, ...)`, a pure function of (key, step), so a run
-resumes at its step, and each minibatch is split over 'data'
-(`distributed.shard_batch`). The loss is the mean softmax cross-entropy of
-integer labels (over every leading axis of the logits, e.g. batch and
-sequence position).
+The training split is an argument of the compiled loop (`r.train(init,
+step, data=(x, y))`); minibatches are `data.batch_indices(key, t, ...)`, so
+a run resumes at its step, and are split over 'data' (`shard_batch`).
 """
 
 from __future__ import annotations
@@ -40,13 +34,8 @@ def make_classifier_trainer(
     init_params: Callable[[jax.Array], Any],
     logits_fn: Callable[[Any, jax.Array], jax.Array],
     tx: optax.GradientTransformation, batch_size: int):
-  """init(key) -> TrainState; step(state, t, (x, y)) -> (state, metrics).
-
-  Args:
-    init_params: key -> params.
-    logits_fn: (params, x [B, ...]) -> logits [B, ..., K].
-    tx: the optimizer.
-    batch_size: examples per step.
+  """init(key) -> TrainState; step(state, t, (x, y)) -> (state, metrics),
+  with `init_params(key)` and `logits_fn(params, x [B, ...]) -> [B, ..., K]`.
   """
 
   def init(key):
@@ -54,15 +43,13 @@ def make_classifier_trainer(
     params = init_params(k_init)
     return TrainState(params, tx.init(params), k_data)
 
-  def loss_fn(params, x, y):
-    return cross_entropy(logits_fn(params, x), y)
-
   def step(state: TrainState, t: jax.Array, data: tuple[jax.Array, jax.Array]):
     train_x, train_y = data  # [N, ...], the split passed as `data`
     idx = data_lib.batch_indices(state.key, t, train_x.shape[0], batch_size)
     x_B, y_B = distributed.shard_batch((train_x[idx], train_y[idx]))
-    (loss, acc), g = jax.value_and_grad(loss_fn, has_aux=True)(
-        state.params, x_B, y_B)
+    (loss, acc), g = jax.value_and_grad(
+        lambda p: cross_entropy(logits_fn(p, x_B), y_B), has_aux=True)(
+            state.params)
     upd, opt_state = tx.update(g, state.opt_state, state.params)
     return (TrainState(optax.apply_updates(state.params, upd), opt_state,
                        state.key), {'loss': loss, 'accuracy': acc})

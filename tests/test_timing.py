@@ -2,7 +2,7 @@
 
 import itertools
 
-from iclrjax.core import timing
+from experiments import timing
 
 
 def _fake_clock(monkeypatch, durations):
