@@ -248,7 +248,7 @@ def summarize(rows: list[dict[str, Any]], mfu: float
   device on the mesh where measured), where it fits, H100 hours."""
   out: dict[str, dict[str, Any]] = {}
   for r in rows:
-    e = out.setdefault(r['experiment'], dict(flops=0.0, peak=0, wall=0.0,
+    e = out.setdefault(r['experiment'], dict(flops=0.0, peak=None, wall=0.0,
                                              timed=True, errors=[],
                                              peak_per_device={}))
     if 'error' in r:
@@ -260,14 +260,14 @@ def summarize(rows: list[dict[str, Any]], mfu: float
                                     r.get('peak_bytes', 0))
       continue
     e['flops'] += r['calls'] * r['flops_per_call']
-    e['peak'] = max(e['peak'], r.get('peak_bytes', 0))
+    e['peak'] = max(e['peak'] or 0, r.get('peak_bytes', 0))
     if 's_per_call' in r:
       e['wall'] += r['calls'] * r['s_per_call']
     else:
       e['timed'] = False
   for e in out.values():
     e['h100_hours'] = e['flops'] / (mfu * H100_PEAK) / 3600
-    e['fits_80gb'] = e['peak'] <= GPU_MEMORY
+    e['fits_80gb'] = e['peak'] is not None and e['peak'] <= GPU_MEMORY
     e['fits'] = 'yes' if e['fits_80gb'] else next(
         (f'on {n} devices' for n, b in sorted(e['peak_per_device'].items())
          if b <= GPU_MEMORY), 'NO')
@@ -303,7 +303,7 @@ def table(rows: list[dict[str, Any]], mfu: float) -> str:
       lines.append(f'| {name} | error | | | | | {paper} |')
       continue
     wall = f"{e['wall'] / 3600:.3g} h" if e['timed'] else '-'
-    peak = _fmt(e['peak'], 'B') + ''.join(
+    peak = ('-' if e['peak'] is None else _fmt(e['peak'], 'B')) + ''.join(
         f" ({_fmt(b, 'B')} on {n})" for n, b in
         sorted(e['peak_per_device'].items()))
     lines.append(f"| {name} | {_fmt(e['flops'])} | {peak} | {e['fits']} | "
@@ -329,8 +329,13 @@ def main(argv: list[str]) -> None:
                       for n in args['compare'].split(',')}))
     return
   if 'child' in args:
-    print(json.dumps(measure(args['child'], variant, run,
-                             sharded=int(args.get('devices', 1)) > 1)))
+    n = int(args.get('devices', 1))
+    if n > 1:
+      import jax  # pylint: disable=g-import-not-at-top
+      if jax.device_count() != n:   # forced host devices apply to CPUs only
+        raise SystemExit(f'--devices={n}: this backend has '
+                         f'{jax.device_count()} device(s)')
+    print(json.dumps(measure(args['child'], variant, run, sharded=n > 1)))
     return
   only = [n for n in args.get('only', '').split(',') if n] or names()
   timeout = float(args.get('timeout', 600 if not run else 120))
@@ -355,7 +360,7 @@ def main(argv: list[str]) -> None:
            if RESULT_FILE.exists() else [])
     rows = [r for r in old if r['experiment'] not in only
             or r.get('devices', 1) != devices] + [
-                {**r, **stamp, 'devices': devices} for r in rows]
+                {'devices': devices, **r, **stamp} for r in rows]
     rows.sort(key=lambda r: names().index(r['experiment']))
     RESULT_FILE.write_text(json.dumps(
         dict(variant=variant, mfu=mfu, rows=rows,

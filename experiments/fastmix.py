@@ -292,6 +292,12 @@ def _train_rows(r: launch.Run, init, step, *, phase: str, num_seeds: int,
                sum(t.wall_s for t in parts))
 
 
+def _groups(a, num_seeds: int) -> int:
+  """How many `_train_rows` phases RegMix's (M + 1) S proxy rows take."""
+  rows = (a.num_proxies + 1) * num_seeds
+  return -(-rows // (a.rows_per_call or rows))
+
+
 def dirichlet_mixtures(seed: int, num: int, k: int) -> np.ndarray:
   return np.random.default_rng(seed).dirichlet(np.ones(k), num)
 
@@ -673,9 +679,9 @@ def part_claims(cfg, part: str, s: dict[str, Any]) -> list[launch.Claim]:
                 f'{cost["doremi"]:,}); wall clock of the {S}-seed searches '
                 f'on {jax.devices()[0].platform}: FastMix '
                 f'{wall["fastmix"]:.1f} s, RegMix {wall["regmix"]:.1f} s '
-                f'({cfg[part].num_proxies} proxies as one vmapped phase, '
-                'compile included; benchmarks/fastmix.py times both '
-                'compiled)'),
+                f'({cfg[part].num_proxies} proxies as '
+                f'{_groups(cfg[part], S)} vmapped phase(s), each compile '
+                'included; benchmarks/fastmix.py times both compiled)'),
       control=launch.control_text(
           f'random search at FastMix\'s cost (the best on validation of '
           f'{s["m_budget"]} random proxies)', f'test loss {ev_b}', ok_b)))

@@ -65,3 +65,21 @@ def test_run_mode_times_every_program_at_smoke_size():
   text = _bench('--only=linreg', '--variant=smoke', '--run')
   assert 'error' not in text, text
   assert text.count('| linreg |') == 2  # program row and summary row
+
+
+def test_fits_reads_one_device_then_the_mesh():
+  """The cost table's verdict: 'yes' on one 80 GB device, else the smallest
+  mesh whose per-device peak fits, else NO; a mesh-only record never reads
+  'yes'."""
+  from benchmarks import paper_variants as pv  # pylint: disable=g-import-not-at-top
+  row = dict(experiment='x', program='p', params=1, steps=1, calls=2,
+             compile_s=1.0, flops_per_call=1e12, while_loop=False)
+  fits = lambda *rows: pv.summarize(list(rows), 0.3)['x']['fits']
+  one = lambda gb: dict(row, devices=1, peak_bytes=gb * 1e9)
+  mesh = lambda gb: dict(row, devices=8, peak_bytes=gb * 1e9)
+  assert fits(one(70)) == 'yes'
+  assert fits(one(200)) == 'NO'
+  assert fits(one(200), mesh(50)) == 'on 8 devices'
+  assert fits(one(200), mesh(90)) == 'NO'
+  assert fits(mesh(50)) == 'on 8 devices' and fits(mesh(90)) == 'NO'
+  assert pv.summarize([one(200), mesh(50)], 0.3)['x']['flops'] == 2e12

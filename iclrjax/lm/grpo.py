@@ -83,6 +83,9 @@ class GRPOConfig:
       raise ValueError(f'GRPOConfig.loss_aggregation='
                        f'{self.loss_aggregation!r}: use one of '
                        f'{AGGREGATIONS}')
+    if self.micro_batch < 0:
+      raise ValueError(f'GRPOConfig.micro_batch must be >= 0 (0: the whole '
+                       f'batch), got {self.micro_batch}')
     if self.num_generations < 2:
       raise ValueError('GRPOConfig.num_generations must be >= 2 (a group '
                        f'needs a spread), got {self.num_generations}')
@@ -308,7 +311,7 @@ def make_grpo_step(model: lm_model.Model,
       prompts, toks, old, ref, adv, mask, w = b
       return policy_loss(logprobs(p)((prompts, toks)), old, ref, adv, mask,
                          clip_eps=cfg.clip_eps, kl_beta=cfg.kl_beta,
-                         weights_NxT=w)
+                         loss_aggregation=cfg.loss_aggregation, weights_NxT=w)
 
     def inner(st, _):
       (loss, aux), g = accumulate(loss_fn, st.params, batch, mb)

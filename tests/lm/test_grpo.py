@@ -208,18 +208,23 @@ def test_microbatched_steps_equal_the_whole_batch(rl_setup):
   m, params, ref, batch = rl_setup
   match = lambda p, t, mk, target: tasks.exact_match(t, target) + t[:, 0] % 2
   opt = optax.sgd(0.1)
-  outs = []
-  for mb in (0, 4):   # 16 completions: one pass, or 4 chunks of 4
+  outs = {}
+  stops = tuple(range(0, tasks.TOKENIZER.vocab_size, 2))  # unequal lengths
+  for how, mb in (('sequence', 0), ('token', 0), ('token', 4)):
+    # 16 completions: one pass, or 4 chunks of 4
     gcfg = grpo.GRPOConfig(num_generations=4, max_new_tokens=4, kl_beta=0.5,
-                           stop_tokens=(tasks.EOS,), micro_batch=mb)
+                           stop_tokens=stops, micro_batch=mb,
+                           loss_aggregation=how)
     step = jax.jit(grpo.make_grpo_step(m, opt, match, gcfg))
-    outs.append(step(grpo.init_state(params, opt), ref, batch.prompt_BxP,
-                     batch.target_BxT, jax.random.key(2)))
-  (whole, mw), (chunks, mc) = outs
+    outs[how, mb] = step(grpo.init_state(params, opt), ref, batch.prompt_BxP,
+                         batch.target_BxT, jax.random.key(2))
+  (whole, mw), (chunks, mc) = outs['token', 0], outs['token', 4]
   assert _max_change(whole.params, params) > 1e-4
   assert _max_change(whole.params, chunks.params) < 1e-6
   for k in ('loss', 'kl', 'clip_fraction'):
     np.testing.assert_allclose(mc[k], mw[k], rtol=1e-5, atol=1e-7)
+  # The aggregation is honoured on the whole-batch path too.
+  assert _max_change(whole.params, outs['sequence', 0][0].params) > 1e-6
   tokens, mask = tasks.sft_sequences(batch)
   (whole, mw), (chunks, mc) = [jax.jit(grpo.make_sft_step(m, opt, mb))(
       grpo.init_state(params, opt), tokens, mask) for mb in (0, 2)]
@@ -227,6 +232,8 @@ def test_microbatched_steps_equal_the_whole_batch(rl_setup):
   np.testing.assert_allclose(mc['loss'], mw['loss'], rtol=1e-6)
   with pytest.raises(ValueError, match='micro_batch=3'):
     grpo.microbatches(tokens, 3)
+  with pytest.raises(ValueError, match='micro_batch'):
+    grpo.GRPOConfig(micro_batch=-1)
 
 
 def test_chunked_forward_is_the_whole_batch_in_row_order():
