@@ -32,11 +32,11 @@ import ml_collections
 import numpy as np
 import optax
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from experiments import plots
 from iclrjax.core import loop
 from iclrjax.representation import causal_delta as cd
 from iclrjax.representation import triplets

@@ -37,11 +37,11 @@ import numpy as np
 import optax
 import tensorflow_datasets as tfds
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from experiments import plots
 from iclrjax.core import loop as loop_lib
 from iclrjax.core import supervised
 from iclrjax.ssm import dcd

@@ -43,10 +43,10 @@ import ml_collections
 import numpy as np
 import optax
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from experiments import plots
 from iclrjax.core import loop
 from iclrjax.core import supervised
 from iclrjax.snn import cells

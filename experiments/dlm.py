@@ -37,9 +37,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import launch
-from experiments import plots
 from iclrjax.core import loop
 from iclrjax.diffusion import dlm
 from iclrjax.diffusion import dlm_learned as dl

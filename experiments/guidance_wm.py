@@ -22,10 +22,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import launch
-from experiments import plots
 from iclrjax.core import loop
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images

@@ -17,10 +17,10 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from experiments import plots
 from iclrjax.core import loop
 from iclrjax.rl import envs as envs_lib
 from iclrjax.rl import ppo

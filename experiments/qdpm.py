@@ -27,11 +27,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from experiments import plots
 from iclrjax.core import loop
 from iclrjax.diffusion import images
 from iclrjax.diffusion import likelihood as lik

@@ -45,10 +45,10 @@ import ml_collections
 import numpy as np
 import optax
 
+from experiments import plots
 from iclrjax.core import config as cfg_lib
 from iclrjax.core import distributed
 from iclrjax.core import launch
-from experiments import plots
 from iclrjax.core import loop
 from iclrjax.lm import grpo
 from iclrjax.lm import model as lm_model

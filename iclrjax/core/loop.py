@@ -178,8 +178,9 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
       (default first_seed + i; a sweep repeats them: [0, 1, 0, 1]).
     init_args: per-row arguments, passed as init_fn(key, args).
     phase: names one of several training runs: metrics "<phase>/<key>".
+    mesh: the ('seeds', 'data') mesh of `make_mesh` (None: one device).
     data: arrays shared by every seed, passed as `step_fn(state, t, data)`.
-    writer: a row every `log_every` steps (default: per chunk).
+    writer: a row (step t + 1) every `log_every` steps (default: per chunk).
     checkpointer: restores the latest checkpoint (truncating the writer's
       rows to it), saves at the end and every `checkpoint_every` chunks.
     postfix_keys: metrics shown (seed mean) beside the progress bar.
