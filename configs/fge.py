@@ -37,7 +37,8 @@ FGE's coverage loss against DR is <= claims.loss_max.
 
 import ml_collections
 
-VARIANTS = ('smoke', 'default', 'paper', 'pendulum_skewed', 'pendulum',
+VARIANTS = ('smoke', 'default', 'ratio', 'paper', 'pendulum_skewed',
+            'pendulum',
             'hopper_smoke', 'hopper', 'lander_smoke', 'lander',
             'dubins_skewed')
 
@@ -48,7 +49,8 @@ def _small_fge(f: ml_collections.ConfigDict) -> None:
   f.update(dict(explore_candidates=32, collide_candidates=8,
                 prioq_candidates=4, flow_layers=2, flow_width=16,
                 predci_candidates=32, predci_capacity=16,
-                rehearse_candidates=16, max_episodes=64))
+                rehearse_candidates=16, max_episodes=64, clf_batch=64,
+                clf_minibatches=2))
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -71,19 +73,24 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.checkpoint_every = 2            # chunks
   c.keep_checkpoints = 2
   c.distributed = False
-  # The PPO core as the paper's code runs it (clip 0.1, ent 1e-3, gamma
-  # 0.995, lambda 0.95, 30-step rollouts); width and envs scaled for CPU.
+  # The PPO core as the release runs it (scripts/toylevels/run_ppo_fge.py,
+  # bits/ppo_core.py): clip 0.1, ent 1e-3, gamma 0.995, lambda 0.95,
+  # 30-step rollouts in 30 minibatches, 1 epoch, the actor's Adam-W at 4e-4
+  # and the critic's at 1e-3 (weight decay 1e-4) on the plain MSE
+  # (vf_coef 2 x 1/2 MSE), each clipped to norm 1. Envs and width scaled
+  # for CPU (the release: 1024 envs, 256 x 256).
   c.ppo = ml_collections.ConfigDict(dict(
-      num_envs=128, num_steps=30, num_epochs=2, num_minibatches=8,
-      gamma=0.995, gae_lambda=0.95, clip_eps=0.1, ent_coef=1e-3, vf_coef=0.5,
-      max_grad_norm=1.0, learning_rate=3e-4, anneal_lr=False,
+      num_envs=128, num_steps=30, num_epochs=1, num_minibatches=30,
+      gamma=0.995, gae_lambda=0.95, clip_eps=0.1, ent_coef=1e-3, vf_coef=2.0,
+      max_grad_norm=1.0, learning_rate=4e-4, value_learning_rate=1e-3,
+      value_weight_decay=1e-4, anneal_lr=False,
       hidden=(64, 64), activation='tanh', normalize_obs=False,
       normalize_adv=True, shuffle=True,
       # (features, kernel, stride) of the CNN on pixel tasks (lander only).
       conv=((16, 8, 4), (32, 4, 2)),
-      # Clamp of the value head (off); the release's (-0.1, 1.1) on cost is
+      # The release's value head clamp (-0.1, 1.1) on the cost-to-go is
       # (-1.1, 0.1) on our reward -cost.
-      value_lims=ml_collections.config_dict.placeholder(tuple)))
+      value_lims=(-1.1, 0.1)))
   c.fge = ml_collections.ConfigDict(dict(
       p_base=0.02, p_explore=0.8, p_predci=0.08, frac_latest=0.2,
       threshold=0.4, label_smoothing=0.05, alpha=0.5,
@@ -101,7 +108,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       flow_layers=8, flow_width=50, flow_knots=8, flow_interval=4.0,
       flow_lr=1e-3, flow_weight_decay=1e-4,
       clf_hidden=(64, 64), clf_lr=1e-3,
-      clf_batch=256, clf_steps=2, rehearsal_only_frac=None,
+      # The release's CIClassifier: 1024 rows (512 from each half of the
+      # mixture here), one epoch of 4 shuffled minibatches.
+      clf_batch=512, clf_steps=1, clf_minibatches=4,
+      # One explore and one rehearsal pick every `pick_every` iterations
+      # (the release: 1; see `ratio`).
+      pick_every=1, rehearsal_only_frac=None,
       use_classifier=True, use_rehearsal=True))
   c.plr = ml_collections.ConfigDict(dict(
       capacity=512, p_replay=0.5, temperature=0.1, staleness=0.1))
@@ -141,6 +153,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.fge.visited_capacity = 256
     c.fge.rehearse_capacity = 64
     c.plr.capacity = 64
+  elif variant == 'ratio':
+    # The release's ToyLevels ratios on 1/8 of its envs and 1/5 of its
+    # iterations (1/40 of its episodes). Release: 5000 iterations x 1024
+    # envs x 30 steps = 776k episodes of 198 steps; one explore pick per
+    # iteration, each from 64 rho candidates once the collide buffer and
+    # the queue fill, at hard mass 1e-4: 32 hard candidates; a pick trains
+    # for 0.8 x 155 = 124 episodes; the explore buffer (512) holds the last
+    # 10% of the picks; DR sees 776k x 1e-4 = 78 hard episodes. Here: 1000
+    # iterations x 128 envs = 19.4k episodes; a pick every 8 iterations
+    # (0.8 x 19.4 x 8 = 124 episodes each), 125 picks x 64 x 4e-3 = 32 hard
+    # candidates, an explore buffer of 13 picks (10%), and DR sees 19.4k x
+    # 4e-3 = 78 hard episodes. The easy mass stays 0.9.
+    c.num_seeds = 10
+    c.task_kwargs.nominal_probs = (0.9, 4e-3, 0.096)
+    c.fge.pick_every = 8
+    c.fge.explore_capacity = 13
   elif variant == 'paper':
     c.num_updates = 5000
     c.updates_per_chunk = 100
@@ -182,8 +210,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.eval_every = 250
     c.eval_points = 1296            # a 6^4 grid: 216 points in 'hard'
     c.ppo.num_envs = 64
-    c.ppo.num_minibatches = 4
     c.ppo.normalize_obs = True
+    # The release's Dubins PPO (scripts/dub_circ/run_ppo_fge.py): ent 5e-3,
+    # critic 8e-4; its actor rate 5e-5 is for 50k iterations, so the
+    # ToyLevels 4e-4 is kept at this budget (deliberate).
+    c.ppo.ent_coef = 5e-3
+    c.ppo.value_learning_rate = 8e-4
     c.fge.kde_bandwidth = 0.1
     c.claims.region = 'hard'
     c.claims.gap_min = 0.1
@@ -200,13 +232,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.methods = ('fge', 'fge_explore_only', 'dr', 'uniform', 'plr', 'rarl')
     c.eval_points = 256             # a 16 x 16 grid over (x, y)
     c.claims.region = 'all'
+    # The release's Lander (scripts/lander/run_ppo_fge.py): 512 envs x 16
+    # steps in 8 minibatches, 1 epoch, ent 1e-2, actor 4e-4, critic 8e-4;
+    # classifiers on 8192 rows in 8 minibatches.
     c.ppo.num_envs = 512
     c.ppo.num_steps = 16
-    c.ppo.num_epochs = 2
-    c.ppo.num_minibatches = 16
+    c.ppo.num_minibatches = 8
+    c.ppo.ent_coef = 1e-2
+    c.ppo.value_learning_rate = 8e-4
     c.ppo.hidden = (256,)
     c.ppo.activation = 'relu'
     c.fge.clf_hidden = (256, 256)
+    c.fge.clf_batch, c.fge.clf_minibatches = 4096, 8
     c.fge.max_episodes = 1024
     c.num_updates = 5500
     c.updates_per_chunk = 100
@@ -238,8 +275,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.fge.kde_bandwidth = 0.05
     c.ppo.hidden = (256, 256)
     c.fge.clf_hidden = (256, 256)
+    # The release's Hopper (scripts/mujoco/hopper/run_ppo_fge.py): 15
+    # minibatches, 2 epochs, actor 3e-4, critic 8e-4; classifiers on 8192
+    # rows in 16 minibatches.
     c.ppo.num_envs = 1024
-    c.ppo.num_minibatches = 30
+    c.ppo.num_minibatches = 15
+    c.ppo.num_epochs = 2
+    c.ppo.learning_rate = 3e-4
+    c.ppo.value_learning_rate = 8e-4
+    c.fge.clf_batch, c.fge.clf_minibatches = 4096, 16
     c.ppo.normalize_obs = True
     c.num_updates = 50_000
     c.updates_per_chunk = 100

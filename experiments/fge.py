@@ -152,6 +152,12 @@ def run(r: launch.Run) -> launch.Result:
       sizes = np.minimum(np.asarray(cert.count), cert.data.shape[1])
       per_seed = [np.asarray(cert.data[i, :sizes[i]]) for i in range(S)]
       metrics[f'certified_size/{method}'] = sizes.astype(float)
+      diag = np.asarray(host.diag)                    # [S, R, 3]
+      for i, name in enumerate(task.region_names):
+        for j, what in enumerate(('offered', 'filtered', 'picked')):
+          metrics[f'explore_{what}_{name}/{method}'] = diag[:, i, j]
+        metrics[f'first_cert_{name}/{method}'] = np.asarray(
+            host.first_cert[:, i], float)
       if truth is not None:
         metrics[f'certified_infeasible/{method}'] = np.asarray(
             [int((~task.feasible(th)).sum()) if len(th) else 0
@@ -190,6 +196,7 @@ def _plots(r, cfg, task, thetas, truth, safe_by, fge_state,
                         title=f'{task.name}: {title} (mean, 95% band)',
                         xlabel='env steps', ylabel='coverage',
                         bounds=(0.0, 1.0))
+  _plot_diagnostics(r, cfg, task, rows, steps_per_update)
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -236,6 +243,43 @@ def _plots(r, cfg, task, thetas, truth, safe_by, fge_state,
   fig.tight_layout()
   fig.savefig(r.plots_dir / 'feasible_sets.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
+
+
+def _plot_diagnostics(r, cfg, task, rows, steps_per_update) -> None:
+  """FGE's explore step per region (`fge/diag_*`): cumulative candidates
+  offered, filtered by the feasibility classifier and picked (seed mean),
+  and each seed's first certified theta of the region (ticks)."""
+  methods = [m for m in cfg.methods if m in fge.ABLATIONS]
+  if not methods:
+    return
+  names = task.region_names
+  fig, axes = plots.subplots(len(methods), len(names), squeeze=False,
+                             figsize=(3.4 * len(names), 2.6 * len(methods)))
+  for a, m in enumerate(methods):
+    for b, name in enumerate(names):
+      ax = axes[a][b]
+      for k, (what, ls) in enumerate((('offered', '-'), ('filtered', '--'),
+                                       ('picked', '-'))):
+        steps, vals = plots.curves(rows, f'{m}/fge/diag_{what}/{name}')
+        if len(steps):
+          ax.plot(steps * steps_per_update, vals.mean(1), ls=ls, lw=1.2,
+                  color=f'C{k}', label=what)
+      steps, first = plots.curves(rows, f'{m}/fge/diag_first_cert/{name}')
+      if len(steps):
+        for it in first[-1]:
+          if it >= 0:
+            ax.axvline((it + 1) * steps_per_update, color='C2', lw=0.6,
+                       alpha=0.6)
+      ax.set_yscale('symlog', linthresh=1.0)
+      ax.set_title(f'{LABELS[m]}: {name}', fontsize=8)
+      ax.set_xlabel('env steps', fontsize=7)
+      ax.tick_params(labelsize=6)
+  axes[0][0].legend(fontsize=6, title='explore candidates (cumulative)',
+                    title_fontsize=6)
+  fig.suptitle(f'{task.name}: the explore step per region; vertical lines: '
+               'first certified theta (one per seed)', fontsize=9)
+  fig.tight_layout()
+  plots.save_figure(fig, r.plots_dir / 'explore_diagnostics.png')
 
 
 def gap_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:

@@ -52,6 +52,21 @@ with empty buffers' mass moved to the next term exactly as the code does
 Ablations (`ABLATIONS`): without the feasibility classifier (no filter in
 explore, no B_predci), without rehearsal, and explore only (neither).
 
+Scale: the release pushes one explore pick and one rehearsal pick per
+iteration of 1024 envs x 30 steps, so an explore pick trains for ~125
+episodes. `pick_every = k` pushes both every k-th iteration instead, which
+keeps those counts on k times fewer envs (the ratio-preserving CPU set-up,
+configs/fge.py `ratio`); k = 1 is the release.
+
+The classifiers train as the release's `CIClassifier` (`bits/classifier.py`:
+1024 rows, one epoch of 4 shuffled minibatches): `clf_batch` rows from each
+half of the mixture, `clf_steps` epochs of `clf_minibatches` minibatches.
+
+Diagnostics (`fge/diag_*` metrics, cumulative per region of the task):
+explore candidates offered, those the feasibility classifier filtered
+(q_psi >= threshold), the picks, and the iteration of each region's first
+certified theta (-1 until then).
+
 The release declares a "sample each explore pick >= 4 times" rule
 (`minsampletimes`) but never reads it (`buf_custom.py:95-101`), so one pick
 is pushed per iteration here as there. Everything is a fixed-size array, so
@@ -128,6 +143,8 @@ def config_schema(prefix: str = 'fge.') -> dict[str, cfg_lib.Spec]:
       'clf_hidden': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1),
       'clf_lr': cfg_lib.Float(min=0.0, min_inclusive=False),
       'clf_batch': pos_int, 'clf_steps': pos_int,
+      'clf_minibatches': cfg_lib.Int(min=1, required=False),
+      'pick_every': cfg_lib.Int(min=1, required=False),
       'rehearsal_only_frac': cfg_lib.Float(min=0.0, max=1.0, nullable=True),
   }
   return {prefix + k: v for k, v in fields.items()}
@@ -147,6 +164,9 @@ def check_config(f: ml_collections.ConfigDict, prefix: str = 'fge.') -> None:
   cfg_lib.check(f.prioq_candidates <= f.prioq_capacity,
                 prefix + 'prioq_candidates', f.prioq_candidates,
                 f'must be <= prioq_capacity={f.prioq_capacity}')
+  cfg_lib.check((2 * f.clf_batch) % f.get('clf_minibatches', 1) == 0,
+                prefix + 'clf_minibatches', f.get('clf_minibatches', 1),
+                f'must divide 2 * clf_batch = {2 * f.clf_batch}')
   for name in ('certified_capacity', 'collide_capacity', 'onpol_capacity',
                'visited_capacity'):
     cfg_lib.check(f[name] >= f.max_episodes, prefix + name, f[name],
@@ -362,6 +382,8 @@ class FGEState(NamedTuple):
   feas: Classifier      # q_psi(feasible | obs0)
   polsafe: Classifier   # P_pi(safe | obs0)
   key: jax.Array
+  diag: jax.Array       # [R, 3] cumulative (offered, filtered, picked)
+  first_cert: jax.Array  # [R] iteration of the first certificate (-1)
 
 
 def buffer_thetas(s: FGEState) -> dict[str, tuple[jax.Array, jax.Array]]:
@@ -409,6 +431,11 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
           if f.density == 'flow' else None)
   n_col, n_pq = f.collide_candidates, f.prioq_candidates
   n_rho = f.explore_candidates
+  every = int(f.get('pick_every', 1))
+  R = len(task.region_names)
+  region_of = jax.vmap(task.region_of)
+  per_region = lambda th, m: jnp.sum(
+      (region_of(th)[:, None] == jnp.arange(R)) & m[:, None], 0)
 
   def log_density(s: FGEState, th):
     x = density_x(th)
@@ -421,17 +448,29 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
     params = clf_net.init(key, jnp.zeros((int(task.feature_dim),)))
     return Classifier(params, clf_tx.init(params))
 
-  def fit(clf: Classifier, theta, labels, weights) -> tuple[Classifier, Any]:
-    def one(carry, _):
+  n_mb = int(f.get('clf_minibatches', 1))
+
+  def fit(clf: Classifier, theta, labels, weights, key
+          ) -> tuple[Classifier, Any]:
+    """`clf_steps` epochs of `clf_minibatches` shuffled minibatches."""
+    def one(carry, mb):
       params, opt = carry
+      th, y, w = mb
       loss, g = jax.value_and_grad(lambda p: bce(
-          clf_logit(p, theta), labels, weights, f.label_smoothing))(params)
+          clf_logit(p, th), y, w, f.label_smoothing))(params)
       upd, opt = clf_tx.update(g, opt, params)
       return (optax.apply_updates(params, upd), opt), loss
 
-    (params, opt), losses = jax.lax.scan(one, tuple(clf), None,
-                                         length=f.clf_steps)
-    return Classifier(params, opt), losses[-1]
+    def epoch(carry, k):
+      perm = (jax.random.permutation(k, theta.shape[0]) if n_mb > 1
+              else jnp.arange(theta.shape[0]))
+      mbs = jax.tree.map(lambda x: x[perm].reshape(n_mb, -1, *x.shape[1:]),
+                         (theta, labels, weights))
+      return jax.lax.scan(one, carry, mbs)
+
+    (params, opt), losses = jax.lax.scan(
+        epoch, tuple(clf), jax.random.split(key, f.clf_steps))
+    return Classifier(params, opt), losses[-1, -1]
 
   def init(key):
     k1, k2, k3, k4 = jax.random.split(key, 4)
@@ -447,7 +486,8 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
         jnp.zeros((f.predci_capacity, d)), jnp.zeros((), jnp.int32),
         PriorityQueue.create(f.prioq_capacity, d),
         flow.init(k4) if flow is not None else (),
-        new_classifier(k1), new_classifier(k2), k3)
+        new_classifier(k1), new_classifier(k2), k3,
+        jnp.zeros((R, 3)), jnp.full((R,), -1, jnp.int32))
 
   def propose(s: FGEState, t):
     key, k_type, k_base, k_exp, k_pred, k_reh, k_lat = jax.random.split(
@@ -471,9 +511,10 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
         'mix/p_rehearse': p[3]}
 
   def update(s: FGEState, batch: ro.Batch, ps, t):
-    del ps, t
+    del ps
+    t = jnp.asarray(t, jnp.int32)
     (key, k_fc, k_fo, k_po, k_cand, k_col, k_ci, k_pred, k_pf,
-     k_vis) = jax.random.split(s.key, 10)
+     k_vis, k_f1, k_f2) = jax.random.split(s.key, 12)
     ep = curricula.ended_episodes(batch, f.max_episodes)
     # 1. certificates.
     new_cert = curricula.first_occurrence(
@@ -516,13 +557,15 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
         s.feas, jnp.concatenate([th_c, th_o]),
         jnp.concatenate([jnp.ones((B,)), y_o]),
         jnp.concatenate([jnp.full((B,), alpha),
-                         jnp.full((B,), (1.0 - alpha) * has_o)]))
+                         jnp.full((B,), (1.0 - alpha) * has_o)]), k_f1)
     feas = jax.tree.map(lambda new, old: jnp.where(has_c, new, old), feas,
                         s.feas)
     # 4. policy-safety classifier on the on-policy labels.
-    io2 = jax.random.randint(k_po, (B,), 0, jnp.maximum(onpol_theta.size, 1))
+    io2 = jax.random.randint(k_po, (2 * B,), 0,
+                             jnp.maximum(onpol_theta.size, 1))
     polsafe, loss_p = fit(s.polsafe, onpol_theta.data[io2],
-                          onpol_safe.data[io2], jnp.full((B,), has_o))
+                          onpol_safe.data[io2], jnp.full((2 * B,), has_o),
+                          k_f2)
     # 5. explore: the most novel candidate not predicted feasible. Collide
     # candidates (without replacement, once any episode has ended) and the
     # queue's top entries take their slots from the rho candidates.
@@ -542,13 +585,27 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
                          use_clf)
     pick, prioq = explore_pick(cand, cost, cand_ok, from_buf, s.prioq,
                                bool(n_col or n_pq))
-    explore = s.explore.push(cand[pick][None], jnp.ones((1,), bool))
+    picking = (t % every) == 0
+    if every > 1:
+      prioq = jax.tree.map(lambda new, old: jnp.where(picking, new, old),
+                           prioq, s.prioq)
+    explore = s.explore.push(cand[pick][None], picking[None])
+    filtered = cand_ok & (q >= f.threshold) if use_clf else jnp.zeros_like(
+        cand_ok)
+    is_pick = (jnp.arange(cand.shape[0]) == pick) & picking
+    diag = s.diag + jnp.where(picking, jnp.stack(
+        [per_region(cand, cand_ok), per_region(cand, filtered),
+         per_region(cand, is_pick)], 1), 0).astype(jnp.float32)
+    first_cert = jnp.where((s.first_cert < 0)
+                           & (per_region(ep.theta, new_cert) > 0),
+                           t.astype(jnp.int32), s.first_cert)
     # 6. rehearse: the worst known-feasible theta under P_pi(safe).
     th_ci = certified.sample(k_ci, f.rehearse_candidates)
     psafe = jax.nn.sigmoid(clf_logit(polsafe.params, th_ci))
     rehearse = s.rehearse
     if use_reh:
-      rehearse = rehearse.push(th_ci[jnp.argmin(psafe)][None], has_c[None])
+      rehearse = rehearse.push(th_ci[jnp.argmin(psafe)][None],
+                               (has_c & picking)[None])
     # 7. predicted-feasible buffer: rejection sampling from rho, the
     # shortfall filled from D_f; empty until D_f is non-empty.
     predci, predci_size = s.predci, s.predci_size
@@ -566,8 +623,14 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
       pred_frac = jnp.mean(pred_ok.astype(jnp.float32))
     new = FGEState(certified, collide, alive, onpol_theta, onpol_safe,
                    visited, explore, rehearse, predci, predci_size, prioq,
-                   density, feas, polsafe, key)
-    return new, {'fge/certified': certified.size.astype(jnp.float32),
+                   density, feas, polsafe, key, diag, first_cert)
+    diag_m = {}
+    for i, name in enumerate(task.region_names):
+      for j, what in enumerate(('offered', 'filtered', 'picked')):
+        diag_m[f'fge/diag_{what}/{name}'] = diag[i, j]
+      diag_m[f'fge/diag_first_cert/{name}'] = first_cert[i].astype(
+          jnp.float32)
+    return new, diag_m | {'fge/certified': certified.size.astype(jnp.float32),
                  'fge/collide': jnp.sum(alive).astype(jnp.float32),
                  'fge/predci_frac': pred_frac,
                  'fge/loss_feas': loss_f, 'fge/loss_polsafe': loss_p,

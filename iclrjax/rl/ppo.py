@@ -22,8 +22,18 @@ of the FGE release (`src/fge/core/common/ppo_nets.py:161-167`: (-0.1, 1.1)
 on its cost-to-go, i.e. (-1.1, 0.1) on the reward -1 at failure of
 `rl.reach`). Advantages are normalised per minibatch (eps 1e-8); the FGE
 release normalises once per rollout (eps 1e-5, `bits/ppo_core.py:268-269`),
-the same with one minibatch up to eps. Its value loss is the plain MSE under
-a separate optimiser; here it is vf_coef x 1/2 MSE in one joint loss.
+the same with one minibatch up to eps.
+
+`c.value_learning_rate` (optional, default None: one Adam over all weights
+on the joint loss) gives the actor and the critic their own optimisers, as
+the FGE release does (`bits/ppo_core.py:180-186`, og `get_default_tx`):
+Adam-W (eps 1e-5) at `learning_rate` with no weight decay on the actor and
+at `value_learning_rate` with `value_weight_decay` on the critic, each
+gradient clipped to `max_grad_norm` on its own (`clip_grad_pol`,
+`clip_grad_V` = 1.0). The critic's gradient is then that of vf_coef x 1/2
+MSE alone (the release's plain MSE is vf_coef = 2). Annealing, when on,
+scales the actor's rate only (the release anneals no rate on ToyLevels).
+The pixel encoder, shared by both heads, follows the actor's optimiser.
 """
 
 from __future__ import annotations
@@ -67,6 +77,10 @@ def config_schema(prefix: str = 'ppo.') -> dict[str, cfg_lib.Spec]:
       'activation': cfg_lib.Choice(*networks.ACTIVATIONS),
       'value_lims': cfg_lib.Seq(item=cfg_lib.Float(), min_len=2, max_len=2,
                                 required=False, nullable=True),
+      'value_learning_rate': cfg_lib.Float(
+          min=0.0, min_inclusive=False, required=False, nullable=True,
+          help='the critic\'s own Adam-W rate (None: one joint optimiser)'),
+      'value_weight_decay': cfg_lib.Float(min=0.0, required=False),
   }
   return {prefix + k: v for k, v in fields.items()}
 
@@ -160,6 +174,40 @@ def make_loss_fn(spec: envs_lib.EnvSpec, c: ml_collections.ConfigDict):
   return loss_fn
 
 
+CRITIC = 'MLP_0'   # `networks.ActorCritic`'s value MLP (built first)
+
+
+def param_labels(params) -> Any:
+  """'critic' on the value MLP's weights, 'actor' on the rest."""
+  return jax.tree_util.tree_map_with_path(
+      lambda path, _: 'critic' if any(
+          getattr(k, 'key', None) == CRITIC for k in path) else 'actor',
+      params)
+
+
+def make_optimizer(c: ml_collections.ConfigDict
+                   ) -> optax.GradientTransformation:
+  """The PPO optimiser, its `learning_rate` injected (swept, annealed):
+  one Adam on the joint loss, or with `c.value_learning_rate` the release's
+  split Adam-W pair (see the module docstring)."""
+  clip = lambda: (optax.clip_by_global_norm(c.max_grad_norm)
+                  if c.max_grad_norm else optax.identity())
+  value_lr = c.get('value_learning_rate', None)
+
+  def make_tx(learning_rate):
+    if value_lr is None:
+      return optax.chain(clip(), optax.adam(learning_rate, eps=1e-5))
+    return optax.multi_transform(
+        {'actor': optax.chain(clip(), optax.adamw(
+            learning_rate, eps=1e-5, weight_decay=0.0)),
+         'critic': optax.chain(clip(), optax.adamw(
+             float(value_lr), eps=1e-5,
+             weight_decay=float(c.get('value_weight_decay', 0.0))))},
+        param_labels)
+
+  return optax.inject_hyperparams(make_tx)(learning_rate=c.learning_rate)
+
+
 def default_hparams(c: ml_collections.ConfigDict) -> dict[str, jax.Array]:
   return {k: jnp.asarray(c[k], jnp.float32) for k in SWEEPABLE}
 
@@ -178,12 +226,7 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
   apply = apply_fn(net, c)
   batch_size = c.num_envs * c.num_steps
 
-  def make_tx(learning_rate):
-    clip = (optax.clip_by_global_norm(c.max_grad_norm)
-            if c.max_grad_norm else optax.identity())
-    return optax.chain(clip, optax.adam(learning_rate, eps=1e-5))
-
-  tx = optax.inject_hyperparams(make_tx)(learning_rate=c.learning_rate)
+  tx = make_optimizer(c)
 
   def to_env_action(u):
     if spec.discrete:

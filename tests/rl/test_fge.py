@@ -339,6 +339,61 @@ def test_certificates_and_ablation_switches():
   assert np.isfinite(float(m['fge/loss_density']))
 
 
+def test_explore_picks_the_least_dense_candidate_not_predicted_feasible():
+  """The explore step on a constructed state: a one-unit classifier predicts
+  feasible (q ~ 1) exactly left of x = 20; the visited starts (the KDE)
+  cover x in [19, 32] and [39, 41]; the collide buffer offers 3.6 (the
+  least dense of all, predicted feasible) and 42 (sparse, not predicted
+  feasible); rho's candidates lie in the easy level. FGE must pick 42, the
+  explore-only ablation (no filter) a candidate left of 20; the region
+  diagnostics count what was offered, filtered and picked."""
+  c = fc.get_config('smoke')
+  c.fge.clf_hidden = (1,)
+  task = toylevels.ToyLevels(nominal_probs=(1.0, 0.0, 0.0))
+  x0 = (20.0 - 25.0) / 25.0   # the boundary in obs feature 0, (x - 25) / 25
+
+  def constructed(method):
+    sampler = fge_exp.make_sampler(method, task, c)
+    s = sampler.init(jax.random.key(0))
+    p = jax.tree.map(jnp.zeros_like, s.feas.params)
+    d0, d1 = p['params']['Dense_0'], p['params']['Dense_1']
+    d0['kernel'] = d0['kernel'].at[0, 0].set(50.0)
+    d0['bias'] = d0['bias'].at[0].set(-50.0 * x0)
+    d1['kernel'] = d1['kernel'].at[0, 0].set(-10.0)
+    s = s._replace(feas=s.feas._replace(params=p))
+    vis = np.concatenate([np.linspace(19.0, 32.0, 150),
+                          np.linspace(39.0, 41.0, 50)])[:, None]
+    s = s._replace(visited=s.visited.push(
+        jax.vmap(task.to_box)(jnp.asarray(vis, jnp.float32)),
+        jnp.ones(len(vis), bool)))
+    col = jnp.array([[3.6], [42.0]])
+    s = s._replace(collide=s.collide.push(col, jnp.ones(2, bool)),
+                   collide_alive=s.collide_alive.at[:2].set(True),
+                   onpol_theta=s.onpol_theta.push(col, jnp.ones(2, bool)))
+    q = fge.feasibility_fn(task, c.fge)(s, jnp.array([[3.6], [19.0], [21.0],
+                                                      [42.0]]))
+    np.testing.assert_array_less([0.4, 0.4], np.asarray(q[:2]))
+    np.testing.assert_array_less(np.asarray(q[2:]), [0.4, 0.4])
+    none_ended = _episode_batch(jnp.zeros((4, 1)), jnp.zeros(4, bool))
+    none_ended.info['done'] = jnp.zeros_like(none_ended.info['done'])
+    return jax.jit(lambda st: sampler.update(st, none_ended, None, 0))(s)
+
+  s, m = constructed('fge')
+  assert float(m['fge/explore_theta']) == pytest.approx(42.0)
+  assert float(s.explore.newest()[0]) == pytest.approx(42.0)
+  offered = sum(float(m[f'fge/diag_offered/{r}']) for r in
+                task.region_names)
+  assert offered == c.fge.explore_candidates   # 2 collide + the rest rho
+  assert float(m['fge/diag_picked/hard']) == 1.0
+  assert float(m['fge/diag_filtered/hard']) == 0.0
+  assert 1.0 <= float(m['fge/diag_filtered/easy']) < float(
+      m['fge/diag_offered/easy'])
+  assert float(m['fge/diag_first_cert/hard']) == -1.0
+  _, m = constructed('fge_explore_only')
+  assert float(m['fge/explore_theta']) < 20.0
+  assert float(m['fge/diag_filtered/easy']) == 0.0
+
+
 def _metrics(**per_seed):
   return {k.replace('__', '/'): np.asarray(v, float)
           for k, v in per_seed.items()}
@@ -387,13 +442,20 @@ def test_bad_claim_region_is_a_clear_error():
 
 @pytest.mark.slow
 def test_hopper_smoke_trains_on_cpu(tmp_path):
-  """The MJX Hopper (slopes and a gap) trains a few FGE and DR iterations."""
-  out = EXPERIMENT.execute(fc.get_config('hopper_smoke'), tmp_path / 'hop')
-  m = out['metrics']
-  for method in ('fge', 'dr'):
-    assert 0.0 <= m[f'coverage/{method}']['mean'] <= 1.0
-    assert f'coverage_gap/{method}' in m
-  assert (tmp_path / 'hop' / 'plots' / 'coverage.png').exists()
+  """The MJX Hopper (slopes and a gap) trains a few FGE and DR iterations:
+  every explore candidate falls in one of the six regions, the pairwise
+  gain and loss add up to the coverage difference, and the plots exist."""
+  c = fc.get_config('hopper_smoke')
+  out = EXPERIMENT.execute(c, tmp_path / 'hop')
+  m = {k: v['mean'] for k, v in out['metrics'].items()}
+  task = reach.make_task('hopper', **c.task_kwargs.to_dict())
+  offered = sum(m[f'explore_offered_{r}/fge'] for r in task.region_names)
+  assert offered == c.fge.explore_candidates * c.num_updates
+  np.testing.assert_allclose(
+      m['coverage_gain/fge_vs_dr'] - m['coverage_loss/fge_vs_dr'],
+      m['coverage/fge'] - m['coverage/dr'], atol=1e-9)
+  for plot in ('coverage.png', 'explore_diagnostics.png'):
+    assert (tmp_path / 'hop' / 'plots' / plot).exists()
 
 
 @pytest.fixture(scope='module')

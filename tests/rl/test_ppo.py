@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 import pytest
 import scipy.stats
 
@@ -217,6 +218,60 @@ def test_value_lims_bound_the_critic_and_default_off():
   np.testing.assert_allclose(
       l1, 0.5 * jnp.mean((ppo.squash_value(raw, (-1.1, 0.1)) - 1.0)**2),
       rtol=1e-6)
+
+
+def test_split_optimiser_is_two_independent_adamw_steps():
+  """With `value_learning_rate`, one update equals the release's pair of
+  optimisers written out independently: Adam-W (wd 0) at learning_rate on
+  the policy loss's actor gradient and Adam-W (wd) at value_learning_rate
+  on the value loss's critic gradient, each clipped to max_grad_norm."""
+  spec = envs.EnvSpec('t', (3,), True, 2, None, None, 10)
+  c = ml_collections.ConfigDict(dict(
+      hidden=(4,), activation='tanh', vf_coef=2.0, normalize_adv=False,
+      max_grad_norm=0.05, learning_rate=4e-4, value_learning_rate=1e-3,
+      value_weight_decay=1e-4))
+  net = ppo.actor_critic(spec, c)
+  params = net.init(jax.random.key(0), jnp.zeros(3))
+  k1, k2 = jax.random.split(jax.random.key(1))
+  mb = {'obs': jax.random.normal(k1, (6, 3)),
+        'action': jnp.array([0, 1, 1, 0, 1, 0]),
+        'log_prob': jnp.full(6, -0.7), 'adv': jax.random.normal(k2, (6,)),
+        'target': jnp.linspace(-1.0, 0.0, 6)}
+  hp = {'clip_eps': 0.1, 'ent_coef': 1e-3}
+  loss = ppo.make_loss_fn(spec, c)
+  tx = ppo.make_optimizer(c)
+  g = jax.grad(lambda p: loss(p, mb, hp)[0])(params)
+  upd, _ = tx.update(g, tx.init(params), params)
+  ours = optax.apply_updates(params, upd)
+  labels = ppo.param_labels(params)
+  assert labels['params']['MLP_0']['Dense_0']['kernel'] == 'critic'
+  assert labels['params']['MLP_1']['Dense_0']['kernel'] == 'actor'
+  # Independently: the critic sees only the plain MSE, the actor only the
+  # surrogate and entropy terms.
+  crit = {'params': {'MLP_0': params['params']['MLP_0']}}
+  act = {'params': {k: v for k, v in params['params'].items()
+                    if k != 'MLP_0'}}
+  join = lambda a, cr: {'params': dict(a['params'], **cr['params'])}
+  mse = lambda cr: jnp.mean((net.apply(join(act, cr), mb['obs'])[1]
+                             - mb['target'])**2)
+  pol = lambda a: loss(join(a, crit), mb, hp)[0] - 2.0 * 0.5 * mse(crit)
+
+  def step(f, p, lr, wd):
+    t = optax.chain(optax.clip_by_global_norm(0.05),
+                    optax.adamw(lr, eps=1e-5, weight_decay=wd))
+    u, _ = t.update(jax.grad(f)(p), t.init(p), p)
+    return optax.apply_updates(p, u)
+
+  want = join(step(pol, act, 4e-4, 0.0), step(mse, crit, 1e-3, 1e-4))
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-7),
+               ours, want)
+  # The joint optimiser (no value_learning_rate) moves the critic at the
+  # actor's rate instead: a different update.
+  del c.value_learning_rate
+  u0, _ = ppo.make_optimizer(c).update(g, ppo.make_optimizer(c).init(params),
+                                       params)
+  assert not np.allclose(optax.apply_updates(params, u0)['params']['MLP_0'][
+      'Dense_0']['kernel'], ours['params']['MLP_0']['Dense_0']['kernel'])
 
 
 def test_pixel_encoder_reads_the_image_and_appends_the_extras():
