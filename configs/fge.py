@@ -37,6 +37,8 @@ FGE's coverage loss against DR is <= claims.loss_max.
 
 import ml_collections
 
+from iclrjax.rl import fge
+
 VARIANTS = ('smoke', 'default', 'ratio', 'paper', 'pendulum_skewed',
             'pendulum',
             'hopper_smoke', 'hopper', 'lander_smoke', 'lander',
@@ -73,55 +75,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.checkpoint_every = 2            # chunks
   c.keep_checkpoints = 2
   c.distributed = False
-  # The PPO core as the release runs it (scripts/toylevels/run_ppo_fge.py,
-  # bits/ppo_core.py): clip 0.1, ent 1e-3, gamma 0.995, lambda 0.95,
-  # 30-step rollouts in 30 minibatches, 1 epoch, the actor's Adam-W at 4e-4
-  # and the critic's at 1e-3 (weight decay 1e-4) on the plain MSE
-  # (vf_coef 2 x 1/2 MSE), each clipped to norm 1. Envs and width scaled
-  # for CPU (the release: 1024 envs, 256 x 256).
-  c.ppo = ml_collections.ConfigDict(dict(
-      num_envs=128, num_steps=30, num_epochs=1, num_minibatches=30,
-      gamma=0.995, gae_lambda=0.95, clip_eps=0.1, ent_coef=1e-3, vf_coef=2.0,
-      max_grad_norm=1.0, learning_rate=4e-4, value_learning_rate=1e-3,
-      value_weight_decay=1e-4, anneal_lr=False,
-      hidden=(64, 64), activation='tanh', normalize_obs=False,
-      normalize_adv=True, shuffle=True,
-      # (features, kernel, stride) of the CNN on pixel tasks (lander only).
-      conv=((16, 8, 4), (32, 4, 2)),
-      # The release's value head clamp (-0.1, 1.1) on the cost-to-go is
-      # (-1.1, 0.1) on our reward -cost.
-      value_lims=(-1.1, 0.1)))
-  c.fge = ml_collections.ConfigDict(dict(
-      p_base=0.02, p_explore=0.8, p_predci=0.08, frac_latest=0.2,
-      threshold=0.4, label_smoothing=0.05, alpha=0.5,
-      explore_capacity=512, rehearse_capacity=1024, certified_capacity=4096,
-      collide_capacity=2048, onpol_capacity=4096, visited_capacity=2048,
-      predci_capacity=512, predci_candidates=2048,
-      # The paper's 256 explore candidates: <= 128 from the collide
-      # buffer, <= 64 from the priority queue, the rest from rho.
-      explore_candidates=256, collide_candidates=128, prioq_candidates=64,
-      prioq_capacity=1024, rehearse_candidates=256, max_episodes=256,
-      # Novelty: the code's spline flow (8 layers, width 50, 8 knots on
-      # [-4, 4], Adam-W 1e-3 / 1e-4), here on theta's box coordinates (the
-      # code fits obs0, a function of theta; `paper` does too).
-      density='flow', density_input='theta', kde_bandwidth=0.05,
-      flow_layers=8, flow_width=50, flow_knots=8, flow_interval=4.0,
-      flow_lr=1e-3, flow_weight_decay=1e-4,
-      clf_hidden=(64, 64), clf_lr=1e-3,
-      # The release's CIClassifier: 1024 rows (512 from each half of the
-      # mixture here), one epoch of 4 shuffled minibatches.
-      clf_batch=512, clf_steps=1, clf_minibatches=4,
-      # One explore and one rehearsal pick every `pick_every` iterations
-      # (the release: 1; see `ratio`).
-      pick_every=1, rehearsal_only_frac=None,
-      use_classifier=True, use_rehearsal=True))
+  # The PPO core and FGE as the release runs them on ToyLevels
+  # (iclrjax/rl/fge.py `ppo_config`, `default_config`): envs and width
+  # scaled for CPU (the release: 1024 envs, 256 x 256 networks).
+  c.ppo = fge.ppo_config()
+  c.fge = fge.default_config()
   c.plr = ml_collections.ConfigDict(dict(
       capacity=512, p_replay=0.5, temperature=0.1, staleness=0.1))
   c.rarl = ml_collections.ConfigDict(dict(
       learning_rate=1e-2, init_std=1.0, ent_coef=1e-3))
   # Claims: the region whose feasible theta is the challenging set.
   c.claims = ml_collections.ConfigDict(dict(
-      region='hard', gap_min=0.3, oracle_tol=0.1, loss_max=0.05))
+      region='hard', gap_min=0.3, oracle_tol=0.1, loss_max=0.05,
+      fisher_p=0.05))
   if variant == 'smoke':
     c.num_seeds = 2
     c.methods = ('fge',)
@@ -200,6 +166,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       # policy generalises from the strong-torque box), so the gap FGE can
       # show is at most ~0.3.
       c.claims.gap_min = 0.1
+      # No coverage-loss claim: no sampler loses DR's coverage here (the
+      # largest loss, explore only, 0.006 +- 0.006 over 8 seeds at
+      # 14b389d), so no control can fail it.
+      c.claims.loss_max = None
   elif variant == 'dubins_skewed':
     c.task = 'dubins'
     c.task_kwargs = ml_collections.ConfigDict(

@@ -48,12 +48,13 @@ from iclrjax.rl.curricula import (Sampler, domain_randomisation, make_trainer,
 from iclrjax.rl.envs import Env, EnvSpec, Step
 from iclrjax.rl.envs import make as make_env
 from iclrjax.rl.fge import feasibility_fn, fge_sampler, with_ablation
+from iclrjax.rl.fge import train as train_fge
 from iclrjax.rl.kernel_ppo import (AgentState, delta_schedule,
                                    kernel_td_closed_form, kernel_td_iterate,
                                    make_network, make_network_continuous,
                                    make_rkhs, npg_policy_step)
 from iclrjax.rl.ppo import greedy_policy, make_ppo
-from iclrjax.rl.reach import ReachEnv, ReachTask, make_task
+from iclrjax.rl.reach import GymnaxTask, ReachEnv, ReachTask, make_task
 from iclrjax.rl.rollout import gae
 
 __all__ = [
@@ -61,7 +62,7 @@ __all__ = [
     'ppo', 'reach', 'rollout',
     # environments
     'make_env', 'Env', 'EnvSpec', 'Step', 'make_task', 'ReachTask',
-    'ReachEnv',
+    'ReachEnv', 'GymnaxTask',
     # PPO core
     'make_ppo', 'greedy_policy', 'gae',
     # kernel PPO
@@ -69,6 +70,6 @@ __all__ = [
     'kernel_td_closed_form', 'kernel_td_iterate', 'npg_policy_step',
     'delta_schedule',
     # FGE and the curricula
-    'fge_sampler', 'feasibility_fn', 'with_ablation', 'Sampler',
+    'train_fge', 'fge_sampler', 'feasibility_fn', 'with_ablation', 'Sampler',
     'make_trainer', 'domain_randomisation', 'uniform_box', 'plr', 'rarl',
 ]

@@ -181,6 +181,130 @@ def with_ablation(f: ml_collections.ConfigDict, method: str
   return f
 
 
+def _override(c: ml_collections.ConfigDict, section: str,
+              overrides: dict[str, Any]) -> ml_collections.ConfigDict:
+  for k, v in overrides.items():
+    if k not in c:
+      raise ValueError(f'{section}.{k}: no such field; the fields are '
+                       f'{sorted(c)}')
+    c[k] = v
+  return c
+
+
+def ppo_config(**overrides: Any) -> ml_collections.ConfigDict:
+  """The PPO section as the FGE release runs it on ToyLevels
+  (`scripts/toylevels/run_ppo_fge.py`, `bits/ppo_core.py`): clip 0.1, ent
+  1e-3, gamma 0.995, lambda 0.95, 30-step rollouts in 30 minibatches, 1
+  epoch, the actor's Adam-W at 4e-4 and the critic's at 1e-3 (weight decay
+  1e-4) on the plain MSE (vf_coef 2 x 1/2 MSE), each clipped to norm 1, the
+  value head clamped; 128 envs and 64 x 64 networks (the release: 1024,
+  256 x 256). Any field replaced by `overrides`."""
+  c = ml_collections.ConfigDict(dict(
+      num_envs=128, num_steps=30, num_epochs=1, num_minibatches=30,
+      gamma=0.995, gae_lambda=0.95, clip_eps=0.1, ent_coef=1e-3, vf_coef=2.0,
+      max_grad_norm=1.0, learning_rate=4e-4, value_learning_rate=1e-3,
+      value_weight_decay=1e-4, anneal_lr=False,
+      hidden=(64, 64), activation='tanh', normalize_obs=False,
+      normalize_adv=True, shuffle=True,
+      # (features, kernel, stride) of the CNN on pixel tasks (lander only).
+      conv=((16, 8, 4), (32, 4, 2)),
+      # The release's value head clamp (-0.1, 1.1) on the cost-to-go is
+      # (-1.1, 0.1) on our reward -cost.
+      value_lims=(-1.1, 0.1)))
+  return _override(c, 'ppo', overrides)
+
+
+def default_config(**overrides: Any) -> ml_collections.ConfigDict:
+  """The `fge` section: the release's ToyLevels settings (mixture 0.02 /
+  0.8 / 0.08 / 0.1, threshold 0.4, 256 explore candidates, the spline flow,
+  the classifiers' 1024-row updates); any field replaced by `overrides`."""
+  c = ml_collections.ConfigDict(dict(
+      p_base=0.02, p_explore=0.8, p_predci=0.08, frac_latest=0.2,
+      threshold=0.4, label_smoothing=0.05, alpha=0.5,
+      explore_capacity=512, rehearse_capacity=1024, certified_capacity=4096,
+      collide_capacity=2048, onpol_capacity=4096, visited_capacity=2048,
+      predci_capacity=512, predci_candidates=2048,
+      # The paper's 256 explore candidates: <= 128 from the collide
+      # buffer, <= 64 from the priority queue, the rest from rho.
+      explore_candidates=256, collide_candidates=128, prioq_candidates=64,
+      prioq_capacity=1024, rehearse_candidates=256, max_episodes=256,
+      # Novelty: the code's spline flow (8 layers, width 50, 8 knots on
+      # [-4, 4], Adam-W 1e-3 / 1e-4), here on theta's box coordinates (the
+      # code fits obs0, a function of theta; `paper` does too).
+      density='flow', density_input='theta', kde_bandwidth=0.05,
+      flow_layers=8, flow_width=50, flow_knots=8, flow_interval=4.0,
+      flow_lr=1e-3, flow_weight_decay=1e-4,
+      clf_hidden=(64, 64), clf_lr=1e-3,
+      # The release's CIClassifier: 1024 rows (512 from each half of the
+      # mixture here), one epoch of 4 shuffled minibatches.
+      clf_batch=512, clf_steps=1, clf_minibatches=4,
+      # One explore and one rehearsal pick every `pick_every` iterations
+      # (the release: 1; see `ratio`).
+      pick_every=1, rehearsal_only_frac=None,
+      use_classifier=True, use_rehearsal=True))
+  return _override(c, 'fge', overrides)
+
+
+class Trained(NamedTuple):
+  """`train`'s result: the final state (`curricula.TrainState`: PPO, FGE's
+  buffers and classifiers), the per-iteration metrics [num_updates], and
+  `safe(thetas [N, d]) -> [N]` bool, the greedy policy kept safe."""
+
+  state: Any
+  metrics: dict[str, jax.Array]
+  safe: Any
+
+
+def train(task: base.ReachTask, key: jax.Array, num_updates: int, *,
+          ppo: ml_collections.ConfigDict | None = None,
+          fge: ml_collections.ConfigDict | None = None,
+          eval_every: int | None = None, eval_points: int = 200) -> Trained:
+  """Trains PPO on `task` with FGE choosing theta: one `jit`-compiled
+  `lax.scan` over `num_updates` iterations. `ppo` and `fge` default to
+  `ppo_config()` and `default_config()`; the coverage of `eval_points`
+  theta is logged every `eval_every` iterations (default: at the end).
+
+  Example (a user's gymnax environment: Pendulum started at rest at angle
+  theta, failing once it leans past 1 rad; its torque can hold it only
+  below ~0.4 rad, so part of the box is infeasible):
+
+    ```python
+    import gymnax, jax, jax.numpy as jnp
+    from iclrjax.rl import fge, ppo, reach
+
+    env, params = gymnax.make('Pendulum-v1')
+    task = reach.GymnaxTask(
+        env, params, theta_low=[-0.6], theta_high=[0.6],
+        initial_state=lambda th: env.reset_env(jax.random.key(0), params)[1]
+        .replace(theta=th[0], theta_dot=0.0),
+        failed=lambda s: jnp.abs(s.theta) > 1.0, horizon=20)
+    out = fge.train(task, jax.random.key(0), num_updates=8,
+                    ppo=fge.ppo_config(num_envs=16, num_minibatches=4),
+                    fge=fge.default_config(density='kde'))
+    print('certified theta:', out.metrics['fge/certified'][-1])
+    print('safe:', out.safe(jnp.linspace(-0.6, 0.6, 7)[:, None]))
+    ```
+  """
+  ppo_c = ppo or ppo_config()
+  c = ml_collections.ConfigDict(dict(
+      ppo=ppo_c, eval_every=eval_every or num_updates,
+      eval_points=eval_points))
+  sampler = fge_sampler(task, fge or default_config(), ppo_c.num_envs,
+                        num_updates)
+  init, step, evaluate = curricula.make_trainer(task, c, sampler,
+                                                num_updates)
+
+  @jax.jit
+  def run(k):
+    return jax.lax.scan(lambda s, t: step(s, t), init(k),
+                        jnp.arange(num_updates))
+
+  state, metrics = run(key)
+  safe = lambda thetas: evaluate(
+      jax.tree.map(lambda x: x[None], state), jnp.asarray(thetas))[0]
+  return Trained(state, metrics, safe)
+
+
 def mixture_probs(p_base, p_explore, p_predci, n_explore, n_rehearse,
                   n_predci):
   """The code's redistribution when buffers are empty (ResetBuf)."""

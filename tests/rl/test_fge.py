@@ -412,13 +412,25 @@ def test_claims_fail_for_a_sampler_without_the_feasibility_machinery():
                coverage_loss__fge_vs_dr=[0.0, 0.01, 0.0, 0.0, 0.01],
                coverage_loss__rarl_vs_dr=[0.3, 0.2, 0.4, 0.3, 0.2])
   claims = fge_exp.evaluate_claims(c, m)
-  assert [cl.holds for cl in claims] == [True, True, True]
+  assert [cl.holds for cl in claims] == [True, True, True, True]
   assert 'fails' in claims[0].control and 'explore only' in claims[0].control
-  assert 'DR in its place' in claims[1].control and 'fails' in claims[1].control
-  assert 'RARL' in claims[2].control and 'fails' in claims[2].control
+  # Seeds: FGE 5/5 against PLR 0/5: p = 1 / C(10, 5); explore only 1/5.
+  assert 'p = 0.00397' in claims[1].evidence, claims[1].evidence
+  assert 'FGE explore only 1/5' in claims[1].control
+  assert 'fails' in claims[1].control
+  assert 'DR in its place' in claims[2].control and 'fails' in claims[2].control
+  assert 'RARL' in claims[3].control and 'fails' in claims[3].control
   m['coverage_feasible_hard__fge'.replace('__', '/')] = m[
       'coverage_feasible_hard/fge_explore_only']
-  assert not fge_exp.evaluate_claims(c, m)[0].holds
+  assert not any(cl.holds for cl in fge_exp.evaluate_claims(c, m)[:2])
+
+
+def test_wilson_and_fisher_match_closed_forms():
+  lo, hi = fge_exp.wilson(0, 10)
+  z2 = scipy.stats.norm.ppf(0.975)**2
+  assert lo == 0.0 and hi == pytest.approx(z2 / (10 + z2), rel=1e-9)
+  assert fge_exp.fisher_greater(5, 5, 0, 5) == pytest.approx(1 / 252)
+  assert fge_exp.fisher_greater(0, 5, 5, 5) == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize('variant', fc.VARIANTS)
@@ -523,3 +535,22 @@ _CONTESTS = {
 def test_skewed_contest(variant, tmp_path):
   out = EXPERIMENT.execute(fc.get_config(variant), tmp_path / variant)
   assert _claim(out, _CONTESTS[variant][0])['holds']
+
+
+def docstring_example(fn) -> str:
+  """The ```python block of `fn`'s docstring, dedented."""
+  block = fn.__doc__.split('```python', 1)[1].split('```', 1)[0]
+  lines = block.splitlines()
+  indent = min(len(l) - len(l.lstrip()) for l in lines if l.strip())
+  return '\n'.join(l[indent:] for l in lines)
+
+
+@pytest.mark.slow
+def test_fge_train_docstring_example_runs(capsys):
+  """`fge.train` on a user's gymnax environment, as its docstring shows."""
+  exec(docstring_example(fge.train), {})  # pylint: disable=exec-used
+  out = capsys.readouterr().out
+  assert 'safe: [' in out
+  certified = float(out.split('certified theta:')[1].split()[0])
+  assert certified >= 1.0, out   # safe episodes were seen and certified
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from iclrjax.core import extras
-from iclrjax.rl.reach.base import ReachEnv, ReachTask  # noqa: F401
+from iclrjax.rl.reach.base import GymnaxTask, ReachEnv, ReachTask  # noqa: F401
 
 TASKS = ('toylevels', 'pendulum', 'hopper', 'dubins', 'lander')
 

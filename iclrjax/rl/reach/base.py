@@ -240,3 +240,62 @@ def region_coverage(task: ReachTask, thetas: np.ndarray, safe: np.ndarray
     if m.any():
       out[f'coverage/{name}'] = float(safe[m].mean())
   return out
+
+
+class GymnaxTask(ReachTask):
+  """A user's gymnax environment as a parameter-robust avoid problem.
+
+  `initial_state(theta) -> env state` places theta in the environment (an
+  initial state, or parameters the state carries), `failed(env state)` is
+  the failure set F_theta; theta lives in the box [theta_low, theta_high]
+  and rho is uniform over it unless `sample_nominal(key) -> theta` is
+  given. The environment steps with `step_env` at a fixed key (a
+  deterministic environment) and `done` without failure (e.g. gymnax's own
+  time limit) ends an episode safely.
+  """
+
+  def __init__(self, env: Any, env_params: Any, theta_low, theta_high,
+               initial_state: Callable[[jax.Array], Any],
+               failed: Callable[[Any], jax.Array], horizon: int,
+               sample_nominal: Callable[[jax.Array], jax.Array] | None = None,
+               name: str | None = None):
+    self.env, self.env_params = env, env_params
+    self.theta_low = np.asarray(theta_low, np.float32).reshape(-1)
+    self.theta_high = np.asarray(theta_high, np.float32).reshape(-1)
+    self._initial, self._failed = initial_state, failed
+    self._nominal = sample_nominal
+    self.horizon = int(horizon)
+    self.name = name or type(env).__name__
+    space = env.action_space(env_params)
+    self.discrete = hasattr(space, 'n')
+    if self.discrete:
+      self.num_actions = int(space.n)
+    else:
+      self.num_actions = int(np.prod(space.shape))
+      self.action_low = float(np.min(space.low))
+      self.action_high = float(np.max(space.high))
+    obs = self.observe(self.init_state(jnp.asarray(self.theta_low)))
+    self.obs_dim = int(np.prod(np.shape(obs)))
+
+  def sample_nominal(self, key: jax.Array) -> jax.Array:
+    if self._nominal is not None:
+      return jnp.asarray(self._nominal(key), jnp.float32)
+    return jax.random.uniform(key, self.theta_low.shape, jnp.float32,
+                              self.theta_low, self.theta_high)
+
+  def init_state(self, theta: jax.Array) -> Any:
+    return self._initial(theta)
+
+  def observe(self, state: Any) -> jax.Array:
+    return jnp.ravel(self.env.get_obs(state, self.env_params))
+
+  def step(self, state: Any, action: jax.Array):
+    if not self.discrete:
+      action = jnp.reshape(action, (self.num_actions,))
+    _, nxt, _, done, _ = self.env.step_env(jax.random.key(0), state, action,
+                                           self.env_params)
+    failed = jnp.asarray(self._failed(nxt), bool)
+    return nxt, failed, jnp.asarray(done, bool) & ~failed
+
+  def failed_at_start(self, theta: jax.Array) -> jax.Array:
+    return jnp.asarray(self._failed(self.init_state(theta)), bool)

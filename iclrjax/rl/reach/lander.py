@@ -8,6 +8,14 @@ and the green lander (a body with two jointed legs and two angled
 thrusters). theta = the lander's initial position (x, y), 2-D as in the
 paper's Lander.
 
+This is not the release's level: the FGE release loads its own level file,
+`src/fge/core/envs/kinetix/lander_env.json` (oswinso/fge at feebe5b,
+`lander.py:97-102`), which is not on PyPI and which we do not copy. Its
+frame stack (3), frame skip (2) and fuel (40) are the release's; the
+geometry of walls, pad and lander is Kinetix's `hard_lunar_lander`, so
+coverage numbers on this task do not compare with the paper's Lander
+(deliberate).
+
   actions   9 discrete: each thruster at 0, 1/2 or full power (the paper's
             3 x 3 grid); each step is `frame_skip` = 2 physics sub-steps;
   fuel      `max_fuel` = 40, each step burns the sum of the two powers; an
