@@ -37,6 +37,19 @@ END = '<!-- report:{key}:end -->'
 MAX_FIGURE_BYTES = 200_000
 
 
+# Recorded runs whose code has changed since they ran, '<name>/<variant>' ->
+# what changed; the table and the page mark them until the rerun replaces
+# the summary (and removes its entry here).
+STALE: dict[str, str] = {
+    **{f'fge/{v}': (
+        'ran before cb8037c, which made the FGE release\'s PPO (1 epoch, '
+        'split actor / critic Adam-W, value clamp) and classifier updates '
+        'the defaults and added the ACCEL, PAIRED and SFL baselines; '
+        'rerun pending')
+       for v in ('default', 'pendulum_skewed', 'dubins_skewed')},
+}
+
+
 class DirtyRunError(ValueError):
   """A recorded run ran from a tree with uncommitted edits."""
 
@@ -51,6 +64,10 @@ class Run:
   @property
   def claims(self) -> list[dict[str, Any]]:
     return list(self.summary.get('claims') or [])
+
+  @property
+  def stale(self) -> str | None:
+    return STALE.get(f'{self.name}/{self.variant}')
 
   @property
   def held(self) -> tuple[int, int]:
@@ -135,7 +152,8 @@ def results_table(results: dict[str, dict[str, Run]], *,
       h, n = r.held
       if p.kind == 'paper':
         total_held, total = total_held + h, total + n
-      held.append(f'{r.variant} **{h}/{n}**')
+      held.append(f'{r.variant} **{h}/{n}**' + (' (stale)' if r.stale
+                                                 else ''))
     d = runs.get('default') or _variants(runs)[0]
     commits = [f'`{short_commit(d.summary)}`'] + [
         f'{r.variant} `{short_commit(r.summary)}`' for r in _variants(runs)
@@ -233,6 +251,8 @@ def results_section(p: papers_lib.Paper, runs: dict[str, Run],
     s = r.summary
     h, n = r.held
     out.append(f'### Variant `{r.variant}`: {h} of {n} claims hold\n')
+    if r.stale:
+      out.append(f'**Stale:** this run {r.stale}.\n')
     out.append(f'```\n{command(s)}\n```\n')
     out.append(f"{s.get('num_seeds', '?')} seeds, {hardware(s)}, "
                f"{duration(s.get('wall_s'))} wall, commit "

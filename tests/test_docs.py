@@ -107,6 +107,18 @@ def test_every_paper_has_a_page_and_every_recorded_run_its_figures():
         assert fig.stat().st_size <= site.MAX_FIGURE_BYTES * 1.05, fig
 
 
+def test_every_stale_mark_names_a_recorded_run_and_shows():
+  """site.STALE marks runs whose code changed; a rerun drops its entry."""
+  results = site.load_results()
+  for key in site.STALE:
+    name, variant = key.split('/')
+    assert variant in results.get(name, {}), f'{key}: no such recorded run'
+    run = results[name][variant]
+    paper = next(p for p in papers.PAPERS if p.name == name)
+    assert run.stale and '**Stale:**' in site.results_section(
+        paper, results[name])
+
+
 def test_every_notebook_is_committed_with_outputs():
   """Executed top to bottom (every code cell has an execution count), the
   recorded results shown, and at least one figure in the outputs."""
