@@ -713,15 +713,23 @@ def paired(task: base.ReachTask, c: ml_collections.ConfigDict,
 
   def update(s: PAIREDState, batch: ro.Batch, ps, t):
     del batch
-    key, k_a, k_p, k_eps, k_sgd = jax.random.split(s.key, 5)
+    key, k_roll, k_eps, k_sgd = jax.random.split(s.key, 4)
     ant = s.antagonist._replace(
         env_state=base.set_next_theta(s.antagonist.env_state, s.theta))
     ant, _, _ = ant_step(ant, t)
-    theta = s.theta[:M]
-    t_ant = base.first_failure(
-        task, lambda o, k: act(ant.params, ant.norm, o, k), theta, k_a)
-    t_pro = base.first_failure(
-        task, lambda o, k: act(ps.params, ps.norm, o, k), theta, k_p)
+    # Both agents from the first M theta in one rollout: rows [0, M) the
+    # antagonist's, [M, 2M) the protagonist's (independent keys).
+    agents = jax.tree.map(lambda a, p: jnp.stack([a, p]),
+                          (ant.params, ant.norm), (ps.params, ps.norm))
+
+    def both(obs, k):
+      a = jax.vmap(act)(*agents, obs.reshape(2, M, -1),
+                        jax.random.split(k, 2))
+      return a.reshape(2 * M, *a.shape[2:])
+
+    t_fail = base.first_failure(task, both, jnp.tile(s.theta[:M], (2, 1)),
+                                k_roll)
+    t_ant, t_pro = t_fail[:M], t_fail[M:]
     regret = paired_regret(t_ant, t_pro, gamma)
     adv = sign * (regret - regret.mean()) / (regret.std() + 1e-5)
     data = {'z': s.z[:M], 'logp': s.logp[:M], 'adv': adv,
