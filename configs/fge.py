@@ -1,5 +1,5 @@
 """FGE (arXiv 2602.15817): feasibility-guided exploration vs DR, uniform-box
-DR, PLR, RARL, ACCEL, PAIRED, SFL and FGE's own ablations.
+DR, PLR, RARL, ACCEL, PAIRED, SFL, VDS and FGE's own ablations.
 
   python -m experiments.fge --config=configs/fge.py
   python -m experiments.fge --config=configs/fge.py:smoke --workdir=/tmp/fge
@@ -8,8 +8,8 @@ Variants:
   smoke   (CI, ~30 s) ToyLevels, 2 seeds, a few iterations of FGE.
   default (CPU) ToyLevels, 5 seeds, every method on the same PPO core;
           coverage on 500 evenly spaced theta (deterministic policy).
-          ACCEL, PAIRED and SFL take the FGE release's ToyLevels settings,
-          their buffers and candidate counts scaled to 128 envs.
+          ACCEL, PAIRED, SFL and VDS take the FGE release's ToyLevels
+          settings, their buffers and candidate counts scaled to 128 envs.
   paper   the paper's ToyLevels scale (1024 envs x 30 steps x 5000
           iterations, 256x256 networks, the flow on obs0); GPU/TPU.
   pendulum_skewed  the CPU contest: pendulum-avoid with a skewed rho (0.9 on
@@ -31,10 +31,11 @@ Variants:
           GPU/TPU, lander_smoke a CPU check that it trains.
 
 Claims (experiments/fge.py `evaluate_claims`), per-seed gaps with 95%
-t-intervals: FGE beats the best of DR / PLR / RARL / ACCEL / PAIRED / SFL
-on the challenging region's feasible theta by >= claims.gap_min (control:
-the explore-only ablation); FGE is within claims.oracle_tol of uniform-box DR
-(control: DR); FGE's coverage loss against DR is <= claims.loss_max.
+t-intervals: FGE beats the best of DR / PLR / RARL / ACCEL / PAIRED / SFL /
+VDS on the challenging region's feasible theta by >= claims.gap_min
+(control: the explore-only ablation); FGE is within claims.oracle_tol of
+uniform-box DR (control: DR); FGE's coverage loss against DR is <=
+claims.loss_max.
 """
 
 import ml_collections
@@ -65,7 +66,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.task_kwargs = ml_collections.ConfigDict({'horizon': 300})
   c.methods = ('fge', 'fge_no_classifier', 'fge_no_rehearsal',
                'fge_explore_only', 'dr', 'uniform', 'plr', 'rarl', 'accel',
-               'paired', 'sfl')
+               'paired', 'sfl', 'vds')
   c.num_updates = 1000              # PPO iterations per method
   c.updates_per_chunk = 50
   c.log_every = 10
@@ -129,6 +130,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # episodes per candidate (the release's T_coef = 5 episode lengths).
   c.sfl = ml_collections.ConfigDict(dict(
       every=50, p_base=0.1, candidates=1000, buffer=100, rollouts=5))
+  # VDS (VDSGAECfg as run_ppo_vds.py sets it): 3 critics as wide as the
+  # policy, Adam 8e-4, 1024 rho draws per reset, PPO's epochs/minibatches.
+  c.vds = ml_collections.ConfigDict(dict(
+      ensemble=3, candidates=1024, learning_rate=8e-4, hidden=(64, 64)))
   # Claims: the region whose feasible theta is the challenging set.
   c.claims = ml_collections.ConfigDict(dict(
       region='hard', gap_min=0.3, oracle_tol=0.1, loss_max=0.05))
@@ -167,6 +172,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.paired.regret_envs = 16
     c.sfl.candidates = 100
     c.sfl.buffer = 10
+    c.vds.candidates = 64
+    c.vds.hidden = (16, 16)
   elif variant == 'paper':
     c.num_updates = 5000
     c.updates_per_chunk = 100
@@ -185,6 +192,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.paired.num_minibatches = 16
     c.paired.regret_envs = 1024
     c.sfl.candidates = 5000
+    c.vds.hidden = (256, 256)
   elif variant in ('pendulum', 'pendulum_skewed'):
     c.task = 'pendulum'
     c.task_kwargs = ml_collections.ConfigDict(

@@ -1,5 +1,5 @@
 """FGE (arXiv 2602.15817) against DR, uniform-box DR, PLR, RARL, ACCEL,
-PAIRED, SFL and its own ablations on parameter-robust avoid problems
+PAIRED, SFL, VDS and its own ablations on parameter-robust avoid problems
 (configs/fge.py).
 
   python -m experiments.fge                        # ToyLevels, 5 seeds
@@ -36,13 +36,13 @@ from iclrjax.rl import ppo as ppo_lib
 from iclrjax.rl import reach
 from iclrjax.rl.reach import base
 
-BASELINES = ('dr', 'plr', 'rarl', 'accel', 'paired', 'sfl')
+BASELINES = ('dr', 'plr', 'rarl', 'accel', 'paired', 'sfl', 'vds')
 METHODS = tuple(fge.ABLATIONS) + BASELINES + ('uniform',)
 LABELS = {'fge': 'FGE', 'fge_no_classifier': 'FGE w/o classifier',
           'fge_no_rehearsal': 'FGE w/o rehearsal',
           'fge_explore_only': 'FGE explore only', 'dr': 'DR',
           'uniform': 'uniform-box DR', 'plr': 'PLR', 'rarl': 'RARL',
-          'accel': 'ACCEL', 'paired': 'PAIRED', 'sfl': 'SFL'}
+          'accel': 'ACCEL', 'paired': 'PAIRED', 'sfl': 'SFL', 'vds': 'VDS'}
 
 
 def make_sampler(method: str, task: base.ReachTask,
@@ -67,6 +67,8 @@ def make_sampler(method: str, task: base.ReachTask,
     return curricula.paired(task, c.paired, c.ppo, c.num_updates)
   if method == 'sfl':
     return curricula.sfl(task, c.sfl, c.ppo)
+  if method == 'vds':
+    return curricula.vds(task, c.vds, c.ppo)
   raise ValueError(f'methods: unknown method {method!r}; use {METHODS}')
 
 
@@ -94,6 +96,7 @@ def experiment_schema() -> dict[str, cfg_lib.Spec]:
   schema.update(curricula.accel_schema())
   schema.update(curricula.paired_schema())
   schema.update(curricula.sfl_schema())
+  schema.update(curricula.vds_schema())
   return schema
 
 
@@ -393,8 +396,8 @@ PAPER_SCALE = (
     '5k iterations on ToyLevels (~1.5e8 env steps; Hopper 50k iterations, '
     '~1.5e9; Kinetix Lander 512 x 16 x 5.5k), FGE with a spline flow (8 '
     'layers, width 50) and 256x256 classifiers on buffers of up to 100k '
-    'theta, against DR, PLR, RARL, ACCEL, PAIRED, SFL, VDS and FARR (VDS and '
-    'FARR are not here).')
+    'theta, against DR, PLR, RARL, ACCEL, PAIRED, SFL, VDS and FARR (FARR is '
+    'not here).')
 
 
 EXPERIMENT = launch.Experiment('fge', run, schema=experiment_schema(),

@@ -21,17 +21,18 @@ scanned, seed-vmapped training loop (`make_trainer`):
   p (1 - p);
 * `paired` (arXiv 2012.02096): an adversary over the theta box trained to
   maximise the regret of the policy against an antagonist PPO agent;
+* `vds` (value disagreement sampling, arXiv 2006.09641): draws from rho kept
+  in proportion to the disagreement of an ensemble of critics;
 * FGE (`rl.fge.fge_sampler`), the paper's method.
 
-ACCEL, SFL and PAIRED follow the FGE release's ToyLevels runs
-(oswinso/fge at feebe5b, `scripts/toylevels/run_ppo_{accel,sfl,paired}.py`);
-each docstring names where it deviates on purpose. The FGE paper's two other
-baselines are left out: VDS (arXiv 2006.09641: draws from rho kept in
-proportion to the disagreement of a value ensemble) for time, and FARR
-(arXiv 2207.09597) because it is no sampler for one PPO learner: the
-release (`ppo_farr.py`) trains a fresh PPO agent on each single theta it
-adds, fills a payoff matrix of policies x theta and solves that meta-game
-by fictitious play (PSRO), a loop of whole training runs.
+ACCEL, SFL, PAIRED and VDS follow the FGE release's ToyLevels runs
+(oswinso/fge at feebe5b, `scripts/toylevels/run_ppo_{accel,sfl,paired,
+vds}.py`); each docstring names where it deviates on purpose. The FGE
+paper's last baseline, FARR (arXiv 2207.09597), is left out: it is no
+sampler for one PPO learner. The release (`ppo_farr.py`) trains a fresh PPO
+agent on each single theta it adds, fills a payoff matrix of policies x
+theta and solves that meta-game by fictitious play (PSRO): a loop of whole
+training runs.
 
 The fixed-size `Ring` buffers and `ended_episodes` are shared with FGE.
 """
@@ -48,6 +49,7 @@ import optax
 
 from iclrjax.core import config as cfg_lib
 from iclrjax.rl import distributions as dist
+from iclrjax.rl import networks
 from iclrjax.rl import ppo as ppo_lib
 from iclrjax.rl import rollout as ro
 from iclrjax.rl.reach import base
@@ -565,6 +567,98 @@ def sfl(task: base.ReachTask, c: ml_collections.ConfigDict,
     # t is the scan index, shared by the vmapped seeds: a real branch.
     s = jax.lax.cond(t % c.every == 0, refresh, lambda s, _: s, s, ps)
     return s, {'sfl/learnability': jnp.mean(s.learnability)}
+
+  return Sampler(init, propose, update)
+
+
+# -- VDS ------------------------------------------------------------------------------
+def vds_schema(prefix: str = 'vds.') -> dict[str, cfg_lib.Spec]:
+  return {prefix + 'ensemble': cfg_lib.Int(min=2),
+          prefix + 'candidates': cfg_lib.Int(min=1),
+          prefix + 'learning_rate': cfg_lib.Float(min=0.0,
+                                                  min_inclusive=False),
+          prefix + 'hidden': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1)}
+
+
+class VDSState(NamedTuple):
+  params: Any           # the ensemble's critics, stacked [K, ...]
+  opt_state: Any
+  norm: ro.RunningNorm  # the policy's observation statistics (a copy)
+  key: jax.Array
+
+
+def vds_pick(key: jax.Array, theta_NxD: jax.Array, std_N: jax.Array,
+             n: int) -> jax.Array:
+  """n of the candidates, each drawn with probability proportional to the
+  ensemble's disagreement std (floored at 1e-9, as the release does)."""
+  std = jnp.maximum(std_N, 1e-9)
+  idx = jax.random.categorical(key, jnp.log(std / std.sum()), shape=(n,))
+  return theta_NxD[idx]
+
+
+def vds(task: base.ReachTask, c: ml_collections.ConfigDict,
+        ppo_config: ml_collections.ConfigDict) -> Sampler:
+  """Value disagreement sampling (Zhang et al., arXiv 2006.09641) over
+  theta: draw `candidates` theta from rho and keep E of them with
+  probability proportional to the std of an ensemble of `ensemble` critics
+  at their initial observation; every critic fits its own GAE targets on
+  each rollout (`c` = the `vds` config section).
+
+  As the FGE release runs it on ToyLevels (`bits/vds_gae.py`,
+  `scripts/toylevels/run_ppo_vds.py`): 3 critics, 1024 candidates, Adam
+  8e-4, the PPO's gamma, lambda, epochs and minibatches, plain MSE summed
+  over the critics, no value clamp, the policy's width. Deliberate
+  deviations: GAE is cut at every episode end (the release's trace runs on
+  across a time-limit cut; as for PPO, `rl.fge`); the release draws at
+  every reset from fresh candidates, here each iteration draws E for the
+  envs whose episodes end in it; the critics are MLPs on the observation
+  also on pixel tasks (the release puts a CNN in front there).
+  """
+  E, K, N = ppo_config.num_envs, c.ensemble, c.candidates
+  net = networks.MLP(tuple(c.hidden), 1, ppo_config.activation)
+  tx = optax.adam(c.learning_rate)
+  nominal = jax.vmap(task.sample_nominal)
+  normalize = bool(ppo_config.normalize_obs)
+  gamma, lam = float(ppo_config.gamma), float(ppo_config.gae_lambda)
+  values = lambda params, obs: jax.vmap(
+      lambda p: net.apply(p, obs)[..., 0])(params)   # [K, ...]
+
+  def init(key):
+    k_net, key = jax.random.split(key)
+    obs = jnp.zeros((int(task.obs_dim),))
+    params = jax.vmap(lambda k: net.init(k, obs))(jax.random.split(k_net, K))
+    return VDSState(params, tx.init(params),
+                    ro.RunningNorm.create((int(task.obs_dim),)), key)
+
+  def propose(s: VDSState, t):
+    del t
+    key, k_cand, k_pick = jax.random.split(s.key, 3)
+    cand = nominal(jax.random.split(k_cand, N))
+    obs0 = s.norm(jax.vmap(lambda th: task.observe(task.init_state(th)))(
+        cand).astype(jnp.float32), normalize)
+    std = jnp.std(values(s.params, obs0), axis=0)
+    return s._replace(key=key), vds_pick(k_pick, cand, std, E), {
+        'vds/std': jnp.mean(std)}
+
+  def loss_fn(params, mb):
+    err = values(params, mb['obs']) - mb['target'].T
+    return jnp.sum(jnp.mean(err**2, axis=1)), {}
+
+  def update(s: VDSState, batch: ro.Batch, ps, t):
+    del t
+    key, k_sgd = jax.random.split(s.key)
+    v = values(s.params, batch.obs)             # [K, T, E]
+    next_v = values(s.params, batch.final_obs)
+    done = (batch.terminated | batch.truncated).astype(jnp.float32)
+    _, target = jax.vmap(lambda v, nv: ro.gae(
+        batch.reward, v, nv, batch.terminated.astype(jnp.float32), done,
+        gamma, lam))(v, next_v)
+    data = {'obs': batch.obs, 'target': jnp.moveaxis(target, 0, -1)}
+    params, opt, _ = ro.sgd_epochs(
+        loss_fn, tx, s.params, s.opt_state, data, k_sgd,
+        ppo_config.num_epochs, ppo_config.num_minibatches, True)
+    return VDSState(params, opt, ps.norm, key), {
+        'vds/loss': jnp.mean((v - target) ** 2)}
 
   return Sampler(init, propose, update)
 

@@ -1,5 +1,5 @@
-"""The UED baselines of the FGE comparison (rl/curricula): ACCEL, SFL and
-PAIRED against closed forms and constructed states, and a few jitted
+"""The UED baselines of the FGE comparison (rl/curricula): ACCEL, SFL,
+PAIRED and VDS against closed forms and constructed states, and a few jitted
 `make_trainer` steps of each on ToyLevels. PLR's replay probabilities
 against jaxued: tests/parity/test_ued.py."""
 
@@ -12,7 +12,6 @@ from configs import fge as fc
 from experiments import fge as fge_exp
 from iclrjax.core import loop
 from iclrjax.rl import curricula
-from iclrjax.rl import rollout as ro
 from iclrjax.rl.reach import base
 from iclrjax.rl.reach import toylevels
 
@@ -115,31 +114,6 @@ def test_accel_buffer_ranks_as_plr_and_cycles_replay_then_mutate():
   assert np.mean(np.asarray(th4) != np.asarray(replayed)) > 0.5
 
 
-def test_accel_update_enters_episodes_like_plr():
-  """ACCEL's update is PLR's on its own score: with PLR's L1 score both
-  buffers end the same."""
-  task = toylevels.ToyLevels()
-  rng = np.random.default_rng(0)
-  T, E = 6, 5
-  done = rng.random((T, E)) < 0.3
-  batch = ro.Batch(
-      None, None, None, jnp.asarray(rng.normal(size=(T, E)), jnp.float32),
-      -jnp.asarray(done & (rng.random((T, E)) < 0.5), jnp.float32),
-      jnp.asarray(done), jnp.zeros((T, E), bool), None, None,
-      info={'theta': jnp.asarray(rng.uniform(4, 30, (T, E, 1)), jnp.float32),
-            'done': jnp.asarray(done), 'safe': jnp.asarray(done)})
-  accel, _ = _accel_sampler(task, E, capacity=4, score='l1')
-  c = fc.get_config('smoke')
-  c.plr.capacity = 4
-  plr = curricula.plr(task, c.plr, E, 8, 0.99, 0.95)
-  sa, sp = jax.jit(lambda b: (
-      accel.update(accel.init(jax.random.key(0)), b, None, 3)[0],
-      plr.update(plr.init(jax.random.key(0)), b, None, 3)[0]))(batch)
-  assert int(np.sum(sp.filled)) == 4
-  for a, b in zip(sa.plr[:4], sp[:4]):
-    np.testing.assert_array_equal(a, b)
-
-
 # -- SFL ---------------------------------------------------------------------------
 def test_sfl_keeps_the_success_rates_nearest_one_half():
   p = jnp.array([0.0, 0.1, 0.5, 1.0, 0.45, 0.9, 0.62, 0.2, 1.0, 0.0])
@@ -171,6 +145,16 @@ def test_first_failure_finds_the_failing_step():
     want.append(t_fail)
   np.testing.assert_array_equal(got, want)
   assert want[0] > 0 and want[1] == -1 and want[2] > 0
+
+
+# -- VDS -------------------------------------------------------------------------
+def test_vds_draws_in_proportion_to_the_disagreement():
+  theta = jnp.arange(4.0)[:, None]
+  std = jnp.array([0.0, 1.0, 3.0, 0.0])
+  picks = jax.jit(curricula.vds_pick, static_argnums=3)(
+      jax.random.key(0), theta, std, 20000)
+  freq = np.bincount(np.asarray(picks[:, 0]).astype(int), minlength=4) / 2e4
+  np.testing.assert_allclose(freq, [0.0, 0.25, 0.75, 0.0], atol=0.01)
 
 
 # -- PAIRED ------------------------------------------------------------------------
@@ -234,7 +218,7 @@ def test_paired_adversary_step_raises_the_regret_it_is_paid():
 
 
 # -- a few trainer steps of each ---------------------------------------------------
-NEW = ('accel', 'sfl', 'paired')
+NEW = ('accel', 'sfl', 'paired', 'vds')
 
 
 def _side_by_side(samplers, num_envs):
@@ -264,8 +248,8 @@ def _side_by_side(samplers, num_envs):
 
 @pytest.fixture(scope='module')
 def trained():
-  """4 jitted PPO iterations with ACCEL, SFL and PAIRED side by side on
-  ToyLevels (2 seeds, horizon 40, 9 envs, one 8-unit layer): the initial
+  """4 jitted PPO iterations with ACCEL, SFL, PAIRED and VDS side by side
+  on ToyLevels (2 seeds, horizon 40, 8 envs, one 8-unit layer): the initial
   and final states and the metrics."""
   c = fc.get_config('smoke')
   c.task_kwargs = {'horizon': 40}
@@ -273,17 +257,19 @@ def trained():
   c.eval_every = 2
   c.eval_points = 12
   c.ppo.hidden = (8,)
-  c.ppo.num_envs = 9
-  c.ppo.num_minibatches = 3
+  c.ppo.num_envs = 8
+  c.ppo.num_minibatches = 2
   c.ppo.num_epochs = 1
   c.accel.capacity = 16
   c.accel.min_fill = 0.25
-  c.paired.regret_envs = 9
-  c.paired.num_minibatches = 3
+  c.paired.regret_envs = 8
+  c.paired.num_minibatches = 2
   c.sfl.every = 2
   c.sfl.candidates = 16
   c.sfl.buffer = 4
   c.sfl.rollouts = 3
+  c.vds.candidates = 16
+  c.vds.hidden = (8,)
   task = toylevels.ToyLevels(horizon=40)
   sampler = _side_by_side([fge_exp.make_sampler(m, task, c) for m in NEW],
                           c.ppo.num_envs)
@@ -323,3 +309,8 @@ def test_new_samplers_train_in_make_trainer(trained):
   assert max(jax.tree.leaves(ant)) > 0
   assert np.all(np.asarray(st['paired'].params['mean']) != 0)
   assert np.all(np.abs(m['paired/regret']) <= 1.0)
+  # VDS: the critics fit (and disagree somewhere).
+  vds = jax.tree.map(lambda a, b: np.abs(np.asarray(a) - b).max(),
+                     st['vds'].params, st0['vds'].params)
+  assert max(jax.tree.leaves(vds)) > 0
+  assert np.all(m['vds/std'] > 0)
