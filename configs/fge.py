@@ -168,6 +168,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.fge.visited_capacity = 256
     c.fge.rehearse_capacity = 64
     c.plr.capacity = 64
+    # The baselines at smoke size (--config.methods=...).
     c.accel.capacity = 64
     c.paired.regret_envs = 16
     c.sfl.candidates = 100

@@ -92,7 +92,8 @@ def checks() -> list[common.Check]:
       'deliberate: a full buffer evicts the lowest score (jaxued: the lowest '
       'replay weight)', slots[full], np.argmin(f['scores'][full], 1), 0))
   out.append(common.check(
-      "deliberate: ... not jaxued's slot there (1 if any agrees)",
+      "deliberate: so the slot differs from jaxued's in the fixture's full "
+      'buffers with staleness (diff 1 if any agrees)',
       float(np.any(slots[full] == f['next_idx'][full])), 0.0, 0))
   return out
 
