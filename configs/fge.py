@@ -1,5 +1,5 @@
 """FGE (arXiv 2602.15817): feasibility-guided exploration vs DR, uniform-box
-DR, PLR, RARL and FGE's own ablations.
+DR, PLR, RARL, ACCEL, PAIRED, SFL, VDS and FGE's own ablations.
 
   python -m experiments.fge --config=configs/fge.py
   python -m experiments.fge --config=configs/fge.py:smoke --workdir=/tmp/fge
@@ -8,6 +8,8 @@ Variants:
   smoke   (CI, ~30 s) ToyLevels, 2 seeds, a few iterations of FGE.
   default (CPU) ToyLevels, 5 seeds, every method on the same PPO core;
           coverage on 500 evenly spaced theta (deterministic policy).
+          ACCEL, PAIRED, SFL and VDS take the FGE release's ToyLevels
+          settings, their buffers and candidate counts scaled to 128 envs.
   paper   the paper's ToyLevels scale (1024 envs x 30 steps x 5000
           iterations, 256x256 networks, the flow on obs0); GPU/TPU.
   pendulum_skewed  the CPU contest: pendulum-avoid with a skewed rho (0.9 on
@@ -29,10 +31,11 @@ Variants:
           GPU/TPU, lander_smoke a CPU check that it trains.
 
 Claims (experiments/fge.py `evaluate_claims`), per-seed gaps with 95%
-t-intervals: FGE beats the best of DR / PLR / RARL on the challenging
-region's feasible theta by >= claims.gap_min (control: the explore-only
-ablation); FGE is within claims.oracle_tol of uniform-box DR (control: DR);
-FGE's coverage loss against DR is <= claims.loss_max.
+t-intervals: FGE beats the best of DR / PLR / RARL / ACCEL / PAIRED / SFL /
+VDS on the challenging region's feasible theta by >= claims.gap_min
+(control: the explore-only ablation); FGE is within claims.oracle_tol of
+uniform-box DR (control: DR); FGE's coverage loss against DR is <=
+claims.loss_max.
 """
 
 import ml_collections
@@ -66,7 +69,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.task = 'toylevels'
   c.task_kwargs = ml_collections.ConfigDict({'horizon': 300})
   c.methods = ('fge', 'fge_no_classifier', 'fge_no_rehearsal',
-               'fge_explore_only', 'dr', 'uniform', 'plr', 'rarl')
+               'fge_explore_only', 'dr', 'uniform', 'plr', 'rarl', 'accel',
+               'paired', 'sfl', 'vds')
   c.num_updates = 1000              # PPO iterations per method
   c.updates_per_chunk = 50
   c.log_every = 10
@@ -84,6 +88,29 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       capacity=512, p_replay=0.5, temperature=0.1, staleness=0.1))
   c.rarl = ml_collections.ConfigDict(dict(
       learning_rate=1e-2, init_std=1.0, ent_coef=1e-3))
+  # The FGE release's ToyLevels baselines (oswinso/fge, scripts/toylevels/
+  # run_ppo_{accel,paired,sfl}.py; rl/curricula names the deviations).
+  # ACCEL (AccelCfg): jaxued's level buffer, rank prioritisation; capacity
+  # 4000 there (the paper variant), scaled to 128 envs here.
+  c.accel = ml_collections.ConfigDict(dict(
+      capacity=512, p_replay=0.8, temperature=0.3, staleness=0.3,
+      min_fill=0.5, mutate_scale=0.04, score='pvl_cost'))
+  # PAIRED: the tanh-Gaussian x0 adversary's PPO (SumPPOX0Cfg: lr 4e-4,
+  # entropy 5e-3, clip 0.1, 1 epoch of 16 minibatches over all 1024 envs'
+  # regrets); regret from 64 of the 128 envs here. maximise=False is the
+  # release's sign (its adversary minimises the regret).
+  c.paired = ml_collections.ConfigDict(dict(
+      learning_rate=4e-4, init_std=0.5, ent_coef=5e-3, clip_eps=0.1,
+      num_epochs=1, num_minibatches=4, regret_envs=64, maximise=True))
+  # SFL (SFLSamplerCfg as run_ppo_sfl.py sets it): refresh every 50
+  # iterations, top 100 of 5000 rho draws (1000 here), 10% rho; p from 5
+  # episodes per candidate (the release's T_coef = 5 episode lengths).
+  c.sfl = ml_collections.ConfigDict(dict(
+      every=50, p_base=0.1, candidates=1000, buffer=100, rollouts=5))
+  # VDS (VDSGAECfg as run_ppo_vds.py sets it): 3 critics as wide as the
+  # policy, Adam 8e-4, 1024 rho draws per reset, PPO's epochs/minibatches.
+  c.vds = ml_collections.ConfigDict(dict(
+      ensemble=3, candidates=1024, learning_rate=8e-4, hidden=(64, 64)))
   # Claims: the region whose feasible theta is the challenging set.
   c.claims = ml_collections.ConfigDict(dict(
       region='hard', gap_min=0.3, oracle_tol=0.1, loss_max=0.05,
@@ -119,6 +146,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.fge.visited_capacity = 256
     c.fge.rehearse_capacity = 64
     c.plr.capacity = 64
+    # The baselines at smoke size (--config.methods=...).
+    c.accel.capacity = 64
+    c.paired.regret_envs = 16
+    c.sfl.candidates = 100
+    c.sfl.buffer = 10
+    c.vds.candidates = 64
+    c.vds.hidden = (16, 16)
   elif variant == 'ratio':
     # The release's ToyLevels ratios on 1/8 of its envs and 1/5 of its
     # iterations (1/40 of its episodes). Release: 5000 iterations x 1024
@@ -149,6 +183,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.fge.visited_capacity = 8192
     c.fge.density_input = 'obs0'
     c.fge.max_episodes = 1024
+    c.accel.capacity = 4000
+    c.paired.num_minibatches = 16
+    c.paired.regret_envs = 1024
+    c.sfl.candidates = 5000
+    c.vds.hidden = (256, 256)
   elif variant in ('pendulum', 'pendulum_skewed'):
     c.task = 'pendulum'
     c.task_kwargs = ml_collections.ConfigDict(

@@ -1,5 +1,6 @@
-"""FGE (arXiv 2602.15817) against DR, uniform-box DR, PLR, RARL and its own
-ablations on parameter-robust avoid problems (configs/fge.py).
+"""FGE (arXiv 2602.15817) against DR, uniform-box DR, PLR, RARL, ACCEL,
+PAIRED, SFL, VDS and its own ablations on parameter-robust avoid problems
+(configs/fge.py).
 
   python -m experiments.fge                        # ToyLevels, 5 seeds
   python -m experiments.fge --config=configs/fge.py:pendulum_skewed
@@ -36,12 +37,13 @@ from iclrjax.rl import ppo as ppo_lib
 from iclrjax.rl import reach
 from iclrjax.rl.reach import base
 
-BASELINES = ('dr', 'plr', 'rarl')
+BASELINES = ('dr', 'plr', 'rarl', 'accel', 'paired', 'sfl', 'vds')
 METHODS = tuple(fge.ABLATIONS) + BASELINES + ('uniform',)
 LABELS = {'fge': 'FGE', 'fge_no_classifier': 'FGE w/o classifier',
           'fge_no_rehearsal': 'FGE w/o rehearsal',
           'fge_explore_only': 'FGE explore only', 'dr': 'DR',
-          'uniform': 'uniform-box DR', 'plr': 'PLR', 'rarl': 'RARL'}
+          'uniform': 'uniform-box DR', 'plr': 'PLR', 'rarl': 'RARL',
+          'accel': 'ACCEL', 'paired': 'PAIRED', 'sfl': 'SFL', 'vds': 'VDS'}
 
 
 def make_sampler(method: str, task: base.ReachTask,
@@ -59,6 +61,15 @@ def make_sampler(method: str, task: base.ReachTask,
                          c.ppo.gae_lambda)
   if method == 'rarl':
     return curricula.rarl(task, c.rarl, E, c.fge.max_episodes)
+  if method == 'accel':
+    return curricula.accel(task, c.accel, E, c.fge.max_episodes, c.ppo.gamma,
+                           c.ppo.gae_lambda)
+  if method == 'paired':
+    return curricula.paired(task, c.paired, c.ppo, c.num_updates)
+  if method == 'sfl':
+    return curricula.sfl(task, c.sfl, c.ppo)
+  if method == 'vds':
+    return curricula.vds(task, c.vds, c.ppo)
   raise ValueError(f'methods: unknown method {method!r}; use {METHODS}')
 
 
@@ -87,6 +98,10 @@ def experiment_schema() -> dict[str, cfg_lib.Spec]:
   schema.update(fge.config_schema())
   schema.update(curricula.plr_schema())
   schema.update(curricula.rarl_schema())
+  schema.update(curricula.accel_schema())
+  schema.update(curricula.paired_schema())
+  schema.update(curricula.sfl_schema())
+  schema.update(curricula.vds_schema())
   return schema
 
 
@@ -100,6 +115,11 @@ def check_experiment(c: ml_collections.ConfigDict) -> None:
                 f'one of the {c.task} regions {names}')
   ppo_lib.check_config(c.ppo)
   fge.check_config(c.fge)
+  if 'paired' in c.methods:
+    curricula.check_paired(c.paired, c.ppo.num_envs)
+  if 'sfl' in c.methods:
+    cfg_lib.check(c.sfl.buffer <= c.sfl.candidates, 'sfl.buffer',
+                  c.sfl.buffer, f'must be <= sfl.candidates={c.sfl.candidates}')
   cfg_lib.check(len(set(c.methods)) == len(c.methods), 'methods',
                 tuple(c.methods), 'list each method once')
 
@@ -322,7 +342,7 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
   """The paper's claims as per-seed gaps with 95% CIs (see configs/fge.py).
 
   1. Challenging coverage: FGE's coverage of the challenging region's
-     feasible theta beats the best existing baseline (DR, PLR, RARL) by at
+     feasible theta beats the best existing baseline (`BASELINES`) by at
      least `gap_min` (lower CI bound). Control: FGE's explore-only ablation
      (no feasibility classifier, no rehearsal) in FGE's place.
   2. Oracle: FGE comes within `oracle_tol` of uniform-box DR, the sampler
@@ -482,7 +502,8 @@ PAPER_SCALE = (
     '5k iterations on ToyLevels (~1.5e8 env steps; Hopper 50k iterations, '
     '~1.5e9; Kinetix Lander 512 x 16 x 5.5k), FGE with a spline flow (8 '
     'layers, width 50) and 256x256 classifiers on buffers of up to 100k '
-    'theta, against DR, PLR and RARL.')
+    'theta, against DR, PLR, RARL, ACCEL, PAIRED, SFL, VDS and FARR (FARR is '
+    'not here).')
 
 
 EXPERIMENT = launch.Experiment('fge', run, schema=experiment_schema(),

@@ -337,3 +337,22 @@ def greedy_policy(spec: envs_lib.EnvSpec, c: ml_collections.ConfigDict):
     return lo + (jnp.tanh(out[0]) + 1.0) * 0.5 * (hi - lo)
 
   return act
+
+
+def sampling_policy(spec: envs_lib.EnvSpec, c: ml_collections.ConfigDict):
+  """act(params, norm, obs, key) -> an action sampled from `make_ppo`'s
+  actor, as its rollouts take them (categorical over the logits; tanh of a
+  Gaussian sample, scaled to the bounds): the stochastic policy that
+  curricula score levels with (SFL's success rates, PAIRED's regret)."""
+  net = actor_critic(spec, c)
+
+  def act(params, norm: ro.RunningNorm, obs: jax.Array, key: jax.Array
+          ) -> jax.Array:
+    out, _ = net.apply(params, norm(obs, c.normalize_obs))
+    if spec.discrete:
+      return dist.categorical_sample(key, out)
+    u = dist.tanh_gaussian_sample(key, *out)
+    lo, hi = spec.action_low, spec.action_high
+    return lo + (jnp.tanh(u) + 1.0) * 0.5 * (hi - lo)
+
+  return act

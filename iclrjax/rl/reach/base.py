@@ -195,38 +195,55 @@ def initial_obs(task: ReachTask, theta_N: jax.Array) -> jax.Array:
   return jax.vmap(task.initial_features)(theta_N)
 
 
-def rollout_safe(task: ReachTask, act: Callable[[jax.Array], jax.Array],
-                 theta_N: jax.Array) -> jax.Array:
-  """Safe flags [N]: whether `act` (obs [N, obs_dim] -> actions [N] or
-  [N, num_actions]) keeps each theta out of its failure set for the whole
-  horizon (or until the task finishes). The coverage metric (paper Sec. 5)
-  is their mean."""
+def first_failure(task: ReachTask, act: Callable[..., jax.Array],
+                  theta_N: jax.Array, key: jax.Array | None = None
+                  ) -> jax.Array:
+  """[N] int32: the step whose transition first enters F_theta (0 where
+  s0(theta) is already in it), -1 where `act` keeps theta safe for the whole
+  horizon (or until the task finishes). `act` maps obs [N, obs_dim] to
+  actions [N] or [N, num_actions]; with a `key` it is act(obs, key_t) with a
+  fresh key per step (a stochastic policy). One episode per theta, no reset:
+  its return is -gamma^t at failure step t and 0 if safe."""
   s0 = jax.vmap(task.init_state)(theta_N)
   failed0 = jax.vmap(task.failed_at_start)(theta_N).astype(bool)
   n = theta_N.shape[0]
   step_task = jax.vmap(task.step)
+  keys = (jax.random.split(key, task.horizon) if key is not None
+          else jnp.zeros((task.horizon,)))
 
-  def body(carry, _):
-    s, alive, failed = carry
-    a = act(jax.vmap(task.observe)(s))
+  def body(carry, xs):
+    s, alive, t_fail = carry
+    t, k = xs
+    obs = jax.vmap(task.observe)(s)
+    a = act(obs) if key is None else act(obs, k)
     if task.discrete:
       a = a.astype(jnp.int32).reshape(n)
     else:
       a = jnp.clip(a.reshape(n, task.num_actions), task.action_low,
                    task.action_high)
     s_new, f, fin = step_task(s, a)
-    failed = failed | (alive & f)
+    t_fail = jnp.where(alive & f, t, t_fail)
     alive = alive & ~f & ~fin
     # Freeze finished/failed envs (their state stops changing).
     s = jax.tree.map(
         lambda new, old: jnp.where(
             alive.reshape((-1,) + (1,) * (new.ndim - 1)), new, old), s_new, s)
-    return (s, alive, failed), None
+    return (s, alive, t_fail), None
 
-  (_, _, failed), _ = jax.lax.scan(
-      body, (s0, ~failed0, failed0), None,
-      length=task.horizon)
-  return ~failed
+  (_, _, t_fail), _ = jax.lax.scan(
+      body, (s0, ~failed0, jnp.where(failed0, 0, -1).astype(jnp.int32)),
+      (jnp.arange(task.horizon, dtype=jnp.int32), keys))
+  return t_fail
+
+
+def rollout_safe(task: ReachTask, act: Callable[..., jax.Array],
+                 theta_N: jax.Array, key: jax.Array | None = None
+                 ) -> jax.Array:
+  """Safe flags [N]: whether `act` (obs [N, obs_dim] -> actions [N] or
+  [N, num_actions]; with a `key`, act(obs, key_t), see `first_failure`)
+  keeps each theta out of its failure set for the whole horizon (or until
+  the task finishes). The coverage metric (paper Sec. 5) is their mean."""
+  return first_failure(task, act, theta_N, key) < 0
 
 
 def region_coverage(task: ReachTask, thetas: np.ndarray, safe: np.ndarray
