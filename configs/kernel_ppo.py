@@ -24,6 +24,17 @@ Variants:
           normalised observations), gamma 0.97 (brax.training's setting here),
           against a uniform-random policy.
   rkhs    the RKHS form alone on CartPole (5 seeds, 600k steps; ~4 min).
+  halfcheetah  the camera-ready's HalfCheetah at the paper's scale: Brax's
+          MJX halfcheetah (the HalfCheetah-v5 model: 17-d observations, 6
+          actions, 1000-step episodes), 10 seeds x 1M steps (1000 episodes),
+          p in (0.2, 0.5, 1.5), the continuous network form on the `brax`
+          variant's batch (32 envs x 32 steps, 10 epochs x 4 minibatches)
+          and clip-PPO beside it; for an accelerator (MJX halfcheetah steps
+          at ~1 env step/s on a 2-core CPU). Not yet run or piloted: the
+          claims' bar (random play + 1000) is a guess.
+  halfcheetah_smoke  the same code on CPU in about a minute (almost all
+          compile): Brax's spring pipeline of halfcheetah, 16-step episodes,
+          2 seeds x 4 updates of 4 envs x 16 steps.
 
 Pass criteria (default), on the mean return over the final 10% of
 training: p=0.5 converges on CartPole (>= 475) in >= 8/10 seeds, and on

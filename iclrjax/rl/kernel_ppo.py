@@ -42,7 +42,8 @@ which the reference code does), and r the env reward times `reward_scale`
 (default 1, the release's). Q is in reward units and pi = softmax(Q) at
 temperature 1, so the reward scale sets how greedy the policy is: at
 Acrobot's -1 per step, Q ~ -100 with action gaps of tens, and the policy
-collapses to near-determinism (configs/kernel_ppo.py, "Acrobot pilots").
+collapses to near-determinism (docs/papers/kernel_ppo.md, "Acrobot
+pilots").
 
 Against the released code (conniemessi/TD-and-PPO-in-RKHS main_discrete.py
 at e34e34b; tests/parity/test_kernel_ppo.py runs it): with
@@ -56,6 +57,8 @@ stores done = terminated or truncated, :335); pi_old of the first update is
 the rollout policy (theirs a separately initialised actor_old, :182/:188,
 synced with the current network only after each update, :292); and our
 orthogonal initialisation (theirs torch's default Linear init).
+`reward_scale` is ours (the release has none; its default 1 reproduces it),
+and so is the continuous form (the release is discrete only).
 """
 
 from __future__ import annotations
