@@ -24,6 +24,17 @@ Variants:
           normalised observations), gamma 0.97 (brax.training's setting here),
           against a uniform-random policy.
   rkhs    the RKHS form alone on CartPole (5 seeds, 600k steps; ~4 min).
+  halfcheetah  the camera-ready's HalfCheetah at the paper's scale: Brax's
+          MJX halfcheetah (the HalfCheetah-v5 model: 17-d observations, 6
+          actions, 1000-step episodes), 10 seeds x 1M steps (1000 episodes),
+          p in (0.2, 0.5, 1.5), the continuous network form on the `brax`
+          variant's batch (32 envs x 32 steps, 10 epochs x 4 minibatches)
+          and clip-PPO beside it; for an accelerator (MJX halfcheetah steps
+          at ~1 env step/s on a 2-core CPU). Not yet run or piloted: the
+          claims' bar (random play + 1000) is a guess.
+  halfcheetah_smoke  the same code on CPU in about a minute (almost all
+          compile): Brax's spring pipeline of halfcheetah, 16-step episodes,
+          2 seeds x 4 updates of 4 envs x 16 steps.
 
 Pass criteria (default), on the mean return over the final 10% of
 training: p=0.5 converges on CartPole (>= 475) in >= 8/10 seeds, and on
@@ -34,7 +45,8 @@ reported, not gated; NPG-TD env-steps/s >= 1.2x PPO's (benchmarks/ppo.py).
 
 import ml_collections
 
-VARIANTS = ('smoke', 'default', 'paper', 'pendulum', 'brax', 'rkhs')
+VARIANTS = ('smoke', 'default', 'paper', 'pendulum', 'brax', 'rkhs',
+            'halfcheetah', 'halfcheetah_smoke')
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -54,6 +66,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.rkhs_power = 0.5
   c.return_window = 10                  # episodes in the rolling mean
   c.solve_threshold = 475.0             # CartPole "solved"
+  c.brax_backend = 'mjx'                # physics of the 'brax:' envs
+  c.brax_episode_length = 1000          # their time limit
   c.updates_per_chunk = 250
   c.log_every = 10                      # updates between metric rows
   c.checkpoint_every = 4                # chunks
@@ -64,6 +78,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       num_envs=1, num_steps=128, num_epochs=4, num_minibatches=4,
       gamma=0.99, learning_rate=1e-3, hidden=(64, 64), activation='relu',
       value_coef=1.0, ent_coef=0.05, beta0=20.0,
+      reward_scale=1.0,                 # r -> reward_scale r in the TD
+                                        # target (the policy's inverse
+                                        # temperature; the release: 1)
       target_weights='next_state',      # 'reference': pi(.|s) as in the code
       num_action_samples=8,             # continuous actions only
       truncation_as_terminal=False,     # the reference code: True
@@ -80,9 +97,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # pendulum_min: random Pendulum-v1 play scores about -1200 per episode;
   # brax_min: of inverted_pendulum's 1000; rkhs_learn_min: CartPole return
   # the RKHS form must pass to count as learning (random play: ~22).
+  # halfcheetah_gain: final-10% return over uniform-random play (about -300
+  # per 1000 steps), not piloted.
   c.claims = ml_collections.ConfigDict(dict(pendulum_min=-700.0,
                                             brax_min=900.0,
-                                            rkhs_learn_min=100.0))
+                                            rkhs_learn_min=100.0,
+                                            halfcheetah_gain=1000.0))
   c.rkhs = ml_collections.ConfigDict(dict(
       # n(k) = min(512, ceil(64 (k+1)^0.5)) samples and lambda(k) =
       # 1e-3 (n(k)/64)^-0.5 (Cor. 14's rules; its table's constants are not reproduced here).
@@ -123,6 +143,35 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                       num_minibatches=8, learning_rate=3e-4, ent_coef=0.0,
                       gamma=0.97, normalize_obs=True))
     c.updates_per_chunk = 25
+  elif variant in ('halfcheetah', 'halfcheetah_smoke'):
+    # HalfCheetah, the camera-ready's third task (HalfCheetah-v5 there), on
+    # Brax's MJX halfcheetah: the paper's 10 seeds x 1000 episodes of 1000
+    # steps and its three schedules, the continuous network form on the
+    # `brax` variant's batch structure, and clip-PPO beside it.
+    c.envs, c.env_steps = ('brax:halfcheetah',), (1_000_000,)
+    c.ppo_envs, c.rkhs_envs = ('brax:halfcheetah',), ()
+    c.npg.update(dict(num_envs=32, num_steps=32, num_epochs=10,
+                      num_minibatches=4, activation='tanh'))
+    c.ppo.update(dict(num_envs=64, num_steps=32, num_epochs=4,
+                      num_minibatches=8, learning_rate=3e-4, ent_coef=0.0,
+                      normalize_obs=True))
+    c.updates_per_chunk = 25
+    if variant == 'halfcheetah_smoke':
+      # CPU, under a minute, almost all compile: MJX halfcheetah steps at
+      # ~1 env step/s on a 2-core CPU (contacts; 64 steps of 4 envs took
+      # 78 s), so the smoke runs Brax's 'spring' pipeline of the same model
+      # (~5k env steps/s there), 16-step episodes (one per env per update),
+      # 2 seeds x 4 updates of 4 envs x 16 steps.
+      c.num_seeds = 2
+      c.env_steps = (256,)
+      c.powers = (0.5,)
+      c.ppo_envs = ()
+      c.brax_backend, c.brax_episode_length = 'spring', 16
+      c.npg.update(dict(num_envs=4, num_steps=16, num_epochs=2,
+                        num_minibatches=2, hidden=(16, 16),
+                        num_action_samples=2))
+      c.updates_per_chunk = 2
+      c.log_every = 1
   elif variant == 'rkhs':
     c.num_seeds = 5
     c.envs, c.env_steps = ('CartPole-v1',), (c.rkhs_steps,)

@@ -49,6 +49,12 @@ def config_schema() -> dict[str, cfg_lib.Spec]:
                                        help='inverted_pendulum return'),
       'claims.rkhs_learn_min': cfg_lib.Float(min=0.0, max=500.0,
                                              help='CartPole return'),
+      'claims.halfcheetah_gain': cfg_lib.Float(
+          min=0.0, help='halfcheetah: final-10% return over random play'),
+      'brax_backend': cfg_lib.Choice(*envs_lib.BRAX_BACKENDS,
+                                     help="physics of the 'brax:' envs"),
+      'brax_episode_length': cfg_lib.Int(min=1, help="time limit of the "
+                                         "'brax:' envs"),
   }
   schema.update(network_schema())
   schema.update(rkhs_schema())
@@ -56,7 +62,17 @@ def config_schema() -> dict[str, cfg_lib.Spec]:
   return schema
 
 
-ENVS = ('CartPole-v1', 'Acrobot-v1', 'Pendulum-v1', 'brax:inverted_pendulum')
+ENVS = ('CartPole-v1', 'Acrobot-v1', 'Pendulum-v1', 'brax:inverted_pendulum',
+        'brax:halfcheetah')
+
+
+def make_env(cfg: ml_collections.ConfigDict, name: str) -> envs_lib.Env:
+  """`envs.make(name)`, Brax envs with the config's backend and time limit
+  (defaults 'mjx' and 1000, what runs recorded before these fields used)."""
+  if name.startswith('brax:'):
+    return envs_lib.make(name, backend=cfg.get('brax_backend', 'mjx'),
+                         episode_length=cfg.get('brax_episode_length', 1000))
+  return envs_lib.make(name)
 
 
 def check_config(cfg: ml_collections.ConfigDict) -> None:
@@ -116,7 +132,7 @@ def phases(cfg, env_name: str) -> dict[str, tuple]:
   network form's P x S (power, seed) sweep rows, clip-PPO's S seeds and the
   RKHS form's S seeds, each row one agent on its own env batch."""
   S, P = cfg.num_seeds, len(cfg.powers)
-  env, tag = envs_lib.make(env_name), _tag(env_name)
+  env, tag = make_env(cfg, env_name), _tag(env_name)
   thr = cfg.solve_threshold if env_name == 'CartPole-v1' else None
   budget = dict(zip(cfg.envs, cfg.env_steps))[env_name]
   out = {}
@@ -160,7 +176,7 @@ def run(r: launch.Run) -> launch.Result:
     return ret, np.asarray(solved), out.steps_per_s
 
   for env_name in cfg.envs:
-    env, tag = envs_lib.make(env_name), _tag(env_name)
+    env, tag = make_env(cfg, env_name), _tag(env_name)
     # The untrained control: a uniform-random policy, one score per seed.
     metrics[f'random_return/{tag}'] = np.asarray(ro.random_return(
         env, loop.seed_keys(cfg.seed + 1, S)))
@@ -172,8 +188,12 @@ def run(r: launch.Run) -> launch.Result:
       ret, solved, ups = train(*todo['npg'])
       labels = [f'npg_p{p:g}' for p in cfg.powers]
       _, first = plots.curves(r.rows(), f'npg_{tag}/return')
+      ent = final_mean(r.rows(), f'npg_{tag}/entropy')
       for i, lab in enumerate(labels):
         metrics[f'final_return/{tag}/{lab}'] = ret[i * S:(i + 1) * S]
+        # The policy's entropy on its own rollouts (uniform: log |A|;
+        # continuous: sum of log-stds), the final 10%'s mean.
+        metrics[f'final_entropy/{tag}/{lab}'] = ent[i * S:(i + 1) * S]
         metrics[f'initial_return/{tag}/{lab}'] = np.asarray(first)[0][
             i * S:(i + 1) * S]
         if thr is not None:
@@ -330,6 +350,7 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
                                     f'{rand.mean():.1f}', rand.mean() >= lo),
         paper=('continuous state-action spaces (the paper\'s setting)'
                if lab != 'ppo' else '')))
+  claims += _halfcheetah_claims(cfg, m)
   fb05, fb15 = (get(f'final_return/inverted_pendulum/npg_p{p}')
                 for p in ('0.5', '1.5'))
   if fb05 is not None and fb15 is not None:
@@ -377,6 +398,49 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
   return claims
 
 
+def _halfcheetah_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
+  """HalfCheetah (the camera-ready's third task) on Brax: kernel PPO with
+  k^-0.5 and clip-PPO each gain `claims.halfcheetah_gain` over random play;
+  k^-1.5 stalls short of that gain."""
+  rand = m.get('random_return/halfcheetah')
+  if rand is None:
+    return []
+  gain, budget = cfg.claims.halfcheetah_gain, dict(zip(cfg.envs,
+                                                        cfg.env_steps))
+  bar = rand.mean() + gain
+  fmt = lambda x: [round(float(v), 1) for v in x]
+  where = f'Brax/{cfg.get("brax_backend", "mjx")} halfcheetah'
+  out = []
+  for lab, what in (('npg_p0.5', 'Continuous kernel PPO (Delta_k = '
+                     'k^-0.5)'), ('ppo', 'Clip-PPO')):
+    f = m.get(f'final_return/halfcheetah/{lab}')
+    if f is None:
+      continue
+    out.append(launch.Claim(
+        claim=(f'{what} learns {where}: final-10% mean return >= random '
+               f'play + {gain:g}.'),
+        holds=bool(f.mean() >= bar),
+        evidence=(f'final-10% mean {f.mean():.1f} within '
+                  f'{budget["brax:halfcheetah"]} steps (per seed {fmt(f)}); '
+                  f'bar {bar:.1f}'),
+        control=launch.control_text('a uniform-random policy',
+                                    f'{rand.mean():.1f}', rand.mean() >= bar),
+        paper=('HalfCheetah-v5 (camera-ready): k^-0.5 converges'
+               if lab != 'ppo' else '')))
+  f05, f15 = (m.get(f'final_return/halfcheetah/npg_p{p}')
+              for p in ('0.5', '1.5'))
+  if f05 is not None and f15 is not None:
+    out.append(launch.Claim(
+        claim=(f'Delta_k = k^-1.5 stalls on {where}: final-10% mean return '
+               f'< random play + {gain:g}.'),
+        holds=bool(f15.mean() < bar),
+        evidence=f'final-10% mean {f15.mean():.1f} (per seed {fmt(f15)})',
+        control=launch.control_text('Delta_k = k^-0.5', f'{f05.mean():.1f}',
+                                    f05.mean() < bar),
+        paper='HalfCheetah-v5 (camera-ready): k^-1.5 stalls'))
+  return out
+
+
 def requires(c) -> list[tuple[str, str]]:
   """gymnax for the classic-control envs, brax (MJX) for 'brax:' ones."""
   envs = (*c.envs, *c.ppo_envs, *c.rkhs_envs)
@@ -395,7 +459,7 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
   out = []
   S = cfg.num_seeds
   for env_name in cfg.envs:
-    env, tag = envs_lib.make(env_name), _tag(env_name)
+    env, tag = make_env(cfg, env_name), _tag(env_name)
     for kind, (phase, init, step, n_upd, rows, _, args) in phases(
         cfg, env_name).items():
       c = cfg[kind]

@@ -15,22 +15,21 @@ the `rl` extra), `rollout` (rollouts, GAE, observation normalisation),
 Example:
     ```python
     import jax
-    import ml_collections
     from iclrjax.rl import envs, kernel_ppo
 
     env = envs.make('CartPole-v1')     # gymnax: pip install 'iclrjax[rl]'
-    npg = ml_collections.ConfigDict(dict(   # the 'npg' section of the paper
-        num_envs=1, num_steps=128, num_epochs=4, num_minibatches=4,
-        gamma=0.99, learning_rate=1e-3, hidden=(64, 64), activation='relu',
-        value_coef=1.0, ent_coef=0.05, beta0=20.0,
-        target_weights='next_state', num_action_samples=8,
-        truncation_as_terminal=False, shuffle=False))
-    init, step = kernel_ppo.make_network(env, npg)
+    # The documented defaults (kernel_ppo.default_config(): the release's
+    # CartPole setting); any envs.Env works, Brax ones included.
+    init, step = kernel_ppo.make_network(env)
     state = init(jax.random.PRNGKey(0), 0.5)  # step sizes Delta_k = k^-0.5
     step = jax.jit(step)
     for k in range(10):                 # 10 NPG iterations of 128 env steps
       state, metrics = step(state, k)
     print(float(metrics['return']), int(metrics['env_steps']))
+
+    c = kernel_ppo.default_config()     # your own settings: edit a copy
+    c.reward_scale = 0.1                # e.g. a softer softmax-of-Q policy
+    init, step = kernel_ppo.make_network(env, c)
     ```
 """
 

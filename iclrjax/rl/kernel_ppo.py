@@ -38,7 +38,12 @@ pi = softmax(f). Per minibatch
 with the expected-SARSA weights w = pi(.|s') (or the reference code's
 w = pi(.|s), `target_weights='reference'`), Delta_0 = `beta0`, and s' the
 state reached (bootstrapped at time limits unless `truncation_as_terminal`,
-which the reference code does).
+which the reference code does), and r the env reward times `reward_scale`
+(default 1, the release's). Q is in reward units and pi = softmax(Q) at
+temperature 1, so the reward scale sets how greedy the policy is: at
+Acrobot's -1 per step, Q ~ -100 with action gaps of tens, and the policy
+collapses to near-determinism (docs/papers/kernel_ppo.md, "Acrobot
+pilots").
 
 Against the released code (conniemessi/TD-and-PPO-in-RKHS main_discrete.py
 at e34e34b; tests/parity/test_kernel_ppo.py runs it): with
@@ -52,6 +57,8 @@ stores done = terminated or truncated, :335); pi_old of the first update is
 the rollout policy (theirs a separately initialised actor_old, :182/:188,
 synced with the current network only after each update, :292); and our
 orthogonal initialisation (theirs torch's default Linear init).
+`reward_scale` is ours (the release has none; its default 1 reproduces it),
+and so is the continuous form (the release is discrete only).
 """
 
 from __future__ import annotations
@@ -166,12 +173,41 @@ def network_schema(prefix: str = 'npg.') -> dict[str, cfg_lib.Spec]:
       'value_coef': cfg_lib.Float(min=0.0),
       'ent_coef': cfg_lib.Float(min=0.0),
       'beta0': pos,
+      'reward_scale': cfg_lib.Float(min=0.0, min_inclusive=False,
+                                    help='rewards are multiplied by it '
+                                    'before the TD target: the softmax-of-Q '
+                                    'policy\'s inverse temperature'),
       'target_weights': cfg_lib.Choice('next_state', 'reference'),
       'num_action_samples': cfg_lib.Int(min=1, help='continuous actions: '
                                         'samples per state of the NPG step '
                                         'and the TD target'),
   }
   return {prefix + k: v for k, v in fields.items()}
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """The network form's documented defaults, for `make_network(env)` on any
+  `envs.Env` (gymnax, Brax or your own): the released code's setting
+  (main_discrete.py:362-380 at e34e34b: 1 env x 128 steps per update, 4
+  epochs x 4 minibatches of 32, Adam 1e-3, 2x64 ReLU, gamma 0.99, c_v 1,
+  c_e 0.05, beta0 = 20) with our deliberate differences (module docstring):
+  the expected-SARSA target under pi(.|s') and bootstrapping through time
+  limits. configs/kernel_ppo.py's `npg` section is this config.
+
+  Fields (`network_schema`): num_envs, num_steps (rollout per update),
+  num_epochs, num_minibatches, gamma, learning_rate, hidden, activation,
+  value_coef (c_v), ent_coef (c_e), beta0 (Delta_0), reward_scale (rewards
+  are multiplied by it before the TD target; the discrete policy is
+  softmax(Q), so this is its inverse temperature), target_weights
+  ('next_state' | 'reference'), num_action_samples (continuous actions: M),
+  truncation_as_terminal, shuffle (minibatch order).
+  """
+  return ml_collections.ConfigDict(dict(
+      num_envs=1, num_steps=128, num_epochs=4, num_minibatches=4,
+      gamma=0.99, learning_rate=1e-3, hidden=(64, 64), activation='relu',
+      value_coef=1.0, ent_coef=0.05, beta0=20.0, reward_scale=1.0,
+      target_weights='next_state', num_action_samples=8,
+      truncation_as_terminal=False, shuffle=False))
 
 
 def rkhs_schema(prefix: str = 'rkhs.') -> dict[str, cfg_lib.Spec]:
@@ -300,14 +336,18 @@ def continuation(terminated: jax.Array, truncated: jax.Array,
   return 1.0 - end.astype(jnp.float32)
 
 
-def make_network(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
+def make_network(env: envs_lib.Env,
+                 c: ml_collections.ConfigDict | None = None, *,
                  return_window: int = 10,
                  solve_threshold: float | None = None):
   """(init(key, power) -> AgentState, step(state, k) -> (state, metrics)).
 
+  `power` is p of Delta_k = k^-p (a float, or a batch of them under vmap);
+  `k` counts updates from 0. `c` defaults to `default_config()`.
   Discrete actions: one MLP is policy logits and Q (the paper's code).
   Continuous actions: `make_network_continuous`.
   """
+  c = default_config() if c is None else c
   spec = env.spec
   if not spec.discrete:
     return make_network_continuous(env, c, return_window=return_window,
@@ -339,7 +379,8 @@ def make_network(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
         env, policy, state.params, state.env_state, state.obs, state.stats,
         _no_norm(), k_roll, c.num_steps, normalize_obs=False)
     data = {'obs': batch.obs, 'action': batch.action,
-            'old_logits': batch.extra, 'reward': batch.reward,
+            'old_logits': batch.extra,
+            'reward': c.get('reward_scale', 1.0) * batch.reward,
             'next_obs': batch.final_obs,
             'cont': continuation(batch.terminated, batch.truncated,
                                  c.truncation_as_terminal)}
@@ -377,7 +418,8 @@ class ContinuousNet(nn.Module):
     return self.critic(jnp.concatenate([obs, jnp.tanh(u)], -1))[..., 0]
 
 
-def make_network_continuous(env: envs_lib.Env, c: ml_collections.ConfigDict,
+def make_network_continuous(env: envs_lib.Env,
+                            c: ml_collections.ConfigDict | None = None,
                             *, return_window: int = 10,
                             solve_threshold: float | None = None):
   """The network form for continuous actions: a tanh-Gaussian policy over
@@ -388,7 +430,11 @@ def make_network_continuous(env: envs_lib.Env, c: ml_collections.ConfigDict,
     L = E_s[ gaussian_npg_objective(pi(.|s), pi_old(.|s), sg-params Q) ]
         + c_v E[(Q(s, u) - r - gamma (1-d) (1/M) sum_j sg Q(s', u'_j))^2]
         - c_e E[H(pi(.|s))],    u'_j ~ pi_old(.|s').
+
+  r is the env reward times `reward_scale`; `c` defaults to
+  `default_config()`.
   """
+  c = default_config() if c is None else c
   spec = env.spec
   A = spec.num_actions
   net = ContinuousNet(A, tuple(c.hidden), c.activation)
@@ -447,8 +493,8 @@ def make_network_continuous(env: envs_lib.Env, c: ml_collections.ConfigDict,
     T, E = batch.reward.shape
     data = {'obs': batch.obs, 'action': batch.action,
             'old_mean': batch.extra[0], 'old_log_std': batch.extra[1],
-            'reward': batch.reward, 'next_obs': batch.final_obs,
-            'next_mean': next_mean, 'next_log_std': next_log_std,
+            'reward': c.get('reward_scale', 1.0) * batch.reward,
+            'next_obs': batch.final_obs, 'next_mean': next_mean, 'next_log_std': next_log_std,
             'eps': jax.random.normal(k1, (T, E, M, A)),
             'eps_next': jax.random.normal(k2, (T, E, M, A)),
             'cont': continuation(batch.terminated, batch.truncated,
