@@ -339,17 +339,11 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
     if fb is None or rand is None:
       continue
     lo = cfg.claims.brax_min
-    claims.append(launch.Claim(
-        claim=(f'{what} learns Brax/MJX inverted_pendulum: final-10% mean '
-               f'return >= {lo:g} (of 1000).'),
-        holds=bool(fb.mean() >= lo),
-        evidence=(f'final-10% mean {fb.mean():.1f} within '
-                  f'{budget["brax:inverted_pendulum"]} steps (per seed '
-                  f'{fmt(fb)})'),
-        control=launch.control_text('a uniform-random policy',
-                                    f'{rand.mean():.1f}', rand.mean() >= lo),
-        paper=('continuous state-action spaces (the paper\'s setting)'
-               if lab != 'ppo' else '')))
+    claims.append(_learns_claim(
+        what, 'Brax/MJX inverted_pendulum', f'{lo:g} (of 1000)', fb, lo,
+        budget['brax:inverted_pendulum'], rand,
+        ('continuous state-action spaces (the paper\'s setting)'
+         if lab != 'ppo' else '')))
   claims += _halfcheetah_claims(cfg, m)
   fb05, fb15 = (get(f'final_return/inverted_pendulum/npg_p{p}')
                 for p in ('0.5', '1.5'))
@@ -398,6 +392,22 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
   return claims
 
 
+def _learns_claim(what: str, where: str, bar_text: str, final: np.ndarray,
+                  bar: float, steps: int, rand: np.ndarray, paper: str,
+                  extra: str = '') -> launch.Claim:
+  """'<what> learns <where>': the final-10% mean return reaches `bar`;
+  control: a uniform-random policy."""
+  per_seed = [round(float(v), 1) for v in final]
+  return launch.Claim(
+      claim=f'{what} learns {where}: final-10% mean return >= {bar_text}.',
+      holds=bool(final.mean() >= bar),
+      evidence=(f'final-10% mean {final.mean():.1f} within {steps} steps '
+                f'(per seed {per_seed}){extra}'),
+      control=launch.control_text('a uniform-random policy',
+                                  f'{rand.mean():.1f}', rand.mean() >= bar),
+      paper=paper)
+
+
 def _halfcheetah_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
   """HalfCheetah (the camera-ready's third task) on Brax: kernel PPO with
   k^-0.5 and clip-PPO each gain `claims.halfcheetah_gain` over random play;
@@ -416,17 +426,11 @@ def _halfcheetah_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
     f = m.get(f'final_return/halfcheetah/{lab}')
     if f is None:
       continue
-    out.append(launch.Claim(
-        claim=(f'{what} learns {where}: final-10% mean return >= random '
-               f'play + {gain:g}.'),
-        holds=bool(f.mean() >= bar),
-        evidence=(f'final-10% mean {f.mean():.1f} within '
-                  f'{budget["brax:halfcheetah"]} steps (per seed {fmt(f)}); '
-                  f'bar {bar:.1f}'),
-        control=launch.control_text('a uniform-random policy',
-                                    f'{rand.mean():.1f}', rand.mean() >= bar),
-        paper=('HalfCheetah-v5 (camera-ready): k^-0.5 converges'
-               if lab != 'ppo' else '')))
+    out.append(_learns_claim(
+        what, where, f'random play + {gain:g}', f, bar,
+        budget['brax:halfcheetah'], rand,
+        ('HalfCheetah-v5 (camera-ready): k^-0.5 converges'
+         if lab != 'ppo' else ''), f'; bar {bar:.1f}'))
   f05, f15 = (m.get(f'final_return/halfcheetah/npg_p{p}')
               for p in ('0.5', '1.5'))
   if f05 is not None and f15 is not None:
