@@ -44,7 +44,7 @@ STALE: dict[str, str] = {
     **{f'fge/{v}': (
         'ran before cb8037c, which made the FGE release\'s PPO (1 epoch, '
         'split actor / critic Adam-W, value clamp) and classifier updates '
-        'the defaults and added the ACCEL, PAIRED and SFL baselines; '
+        'the defaults and added the ACCEL, PAIRED, SFL and VDS baselines; '
         'rerun pending')
        for v in ('default', 'pendulum_skewed', 'dubins_skewed')},
 }

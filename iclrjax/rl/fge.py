@@ -72,14 +72,14 @@ The release declares a "sample each explore pick >= 4 times" rule
 is pushed per iteration here as there. Everything is a fixed-size array, so
 one FGE iteration is a pure function that `core.loop` scans and vmaps.
 
-PPO differs from the release's (oswinso/fge at feebe5b, `bits/ppo_core.py`;
-tests/parity/test_fge.py) on purpose: GAE is cut at every episode end, where
-the release's trace stops only at termination and runs on across a
-time-limit cut (`ppo_core.py:245-248`); advantages are normalised per
-minibatch (eps 1e-8), there once per rollout (eps 1e-5, `:268-269`); one
-joint loss with 1/2 MSE x vf_coef, there a separate critic optimiser on
-plain MSE. The release's value clamp (-0.1, 1.1) is `ppo` config
-`value_lims` (default off).
+PPO follows the release (oswinso/fge at feebe5b, `bits/ppo_core.py`;
+tests/parity/test_fge.py) through `ppo_config`: 1 epoch, the actor's and the
+critic's own Adam-W (4e-4 / 1e-3, weight decay 1e-4 on the critic's
+weights, not its biases), the plain MSE, the value head clamped to the
+release's (-0.1, 1.1) on cost, advantages normalised once per rollout. It
+differs on purpose in one place: GAE is cut at every episode end, where the
+release's trace stops only at termination and runs on across a time-limit
+cut (`ppo_core.py:245-248`).
 """
 
 from __future__ import annotations
@@ -96,11 +96,14 @@ from iclrjax.core import config as cfg_lib
 from iclrjax.core import extras
 from iclrjax.rl import curricula
 from iclrjax.rl import networks
+from iclrjax.rl import ppo as ppo_lib
 from iclrjax.rl import rollout as ro
 from iclrjax.rl.curricula import Ring
 from iclrjax.rl.reach import base
 
 DENSITIES = ('flow', 'kde')
+# The explore step's cumulative counts per region (`fge/diag_<what>/...`).
+DIAGNOSTICS = ('offered', 'offered_rho', 'filtered', 'picked')
 DENSITY_INPUTS = ('theta', 'obs0')
 # The release's cost sentinels (`buf_custom.py:512-530`): predicted feasible
 # costs more than unsafe at t = 0, and both more than any log-density.
@@ -130,6 +133,7 @@ def config_schema(prefix: str = 'fge.') -> dict[str, cfg_lib.Spec]:
       'onpol_capacity': pos_int, 'visited_capacity': pos_int,
       'predci_capacity': pos_int, 'predci_candidates': pos_int,
       'explore_candidates': pos_int,
+      'rho_candidates': cfg_lib.Int(min=1, required=False, nullable=True),
       'collide_candidates': cfg_lib.Int(min=0),
       'prioq_capacity': pos_int, 'prioq_candidates': cfg_lib.Int(min=0),
       'rehearse_candidates': pos_int, 'max_episodes': pos_int,
@@ -142,6 +146,7 @@ def config_schema(prefix: str = 'fge.') -> dict[str, cfg_lib.Spec]:
       'flow_weight_decay': cfg_lib.Float(min=0.0),
       'clf_hidden': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=1),
       'clf_lr': cfg_lib.Float(min=0.0, min_inclusive=False),
+      'clf_weight_decay': cfg_lib.Float(min=0.0, required=False),
       'clf_batch': pos_int, 'clf_steps': pos_int,
       'clf_minibatches': cfg_lib.Int(min=1, required=False),
       'pick_every': cfg_lib.Int(min=1, required=False),
@@ -205,7 +210,7 @@ def ppo_config(**overrides: Any) -> ml_collections.ConfigDict:
       max_grad_norm=1.0, learning_rate=4e-4, value_learning_rate=1e-3,
       value_weight_decay=1e-4, anneal_lr=False,
       hidden=(64, 64), activation='tanh', normalize_obs=False,
-      normalize_adv=True, shuffle=True,
+      normalize_adv=True, normalize_adv_rollout=True, shuffle=True,
       # (features, kernel, stride) of the CNN on pixel tasks (lander only).
       conv=((16, 8, 4), (32, 4, 2)),
       # The release's value head clamp (-0.1, 1.1) on the cost-to-go is
@@ -234,7 +239,7 @@ def default_config(**overrides: Any) -> ml_collections.ConfigDict:
       density='flow', density_input='theta', kde_bandwidth=0.05,
       flow_layers=8, flow_width=50, flow_knots=8, flow_interval=4.0,
       flow_lr=1e-3, flow_weight_decay=1e-4,
-      clf_hidden=(64, 64), clf_lr=1e-3,
+      clf_hidden=(64, 64), clf_lr=1e-3, clf_weight_decay=1e-4,
       # The release's CIClassifier: 1024 rows (512 from each half of the
       # mixture here), one epoch of 4 shuffled minibatches.
       clf_batch=512, clf_steps=1, clf_minibatches=4,
@@ -286,11 +291,13 @@ def train(task: base.ReachTask, key: jax.Array, num_updates: int, *,
     ```
   """
   ppo_c = ppo or ppo_config()
+  f = fge or default_config()
+  ppo_lib.check_config(ppo_c)
+  check_config(f)
   c = ml_collections.ConfigDict(dict(
       ppo=ppo_c, eval_every=eval_every or num_updates,
       eval_points=eval_points))
-  sampler = fge_sampler(task, fge or default_config(), ppo_c.num_envs,
-                        num_updates)
+  sampler = fge_sampler(task, f, ppo_c.num_envs, num_updates)
   init, step, evaluate = curricula.make_trainer(task, c, sampler,
                                                 num_updates)
 
@@ -392,6 +399,14 @@ class SplineFlow:
     return flow.log_prob(z)
 
 
+def _rank(ok: jax.Array, priority: jax.Array) -> jax.Array:
+  """Sort keys: the priority of a valid row (a -inf one clamped to the
+  lowest finite value, so it still ranks above every invalid row), -inf
+  for the rest."""
+  low = jnp.finfo(priority.dtype).min
+  return jnp.where(ok, jnp.maximum(priority, low), -jnp.inf)
+
+
 class PriorityQueue(NamedTuple):
   """Past explore candidates with a priority each (`fge/core/bits/prio_q.py`):
   a row re-added replaces its priority; the highest `capacity` are kept,
@@ -409,7 +424,7 @@ class PriorityQueue(NamedTuple):
 
   def top(self, k: int) -> tuple[jax.Array, jax.Array]:
     """The k highest-priority rows [k, d] and whether each is filled."""
-    _, idx = jax.lax.top_k(jnp.where(self.filled, self.priority, -jnp.inf), k)
+    _, idx = jax.lax.top_k(_rank(self.filled, self.priority), k)
     return self.theta[idx], self.filled[idx]
 
   def add(self, theta: jax.Array, priority: jax.Array, mask: jax.Array
@@ -425,18 +440,20 @@ class PriorityQueue(NamedTuple):
     all_theta = jnp.concatenate([self.theta, theta])
     all_prio = jnp.concatenate([self.priority, priority])
     all_ok = jnp.concatenate([keep, mask])
-    _, idx = jax.lax.top_k(jnp.where(all_ok, all_prio, -jnp.inf), q)
+    _, idx = jax.lax.top_k(_rank(all_ok, all_prio), q)
     return PriorityQueue(all_theta[idx], all_prio[idx], all_ok[idx])
 
 
 def explore_candidates(col_theta: jax.Array, col_ok: jax.Array,
-                       prioq: PriorityQueue, n_pq: int, rho_theta: jax.Array
+                       prioq: PriorityQueue, n_pq: int, rho_theta: jax.Array,
+                       rho_cap: int | None = None
                        ) -> tuple[jax.Array, jax.Array, jax.Array]:
   """The explore candidates in the release's order (`buf_custom.py:407-458`):
   collide-buffer rows, then the queue's top `n_pq`, then draws from rho,
-  of which only the first `len(rho) - taken` count. Returns (cand, ok,
-  from_buffer) over [n_col + n_pq + n_rho] rows; argmin ties go to the
-  first valid row, as there."""
+  of which only the first `len(rho) - taken` count (at most `rho_cap`, a
+  scale knob: None is the release). Returns (cand, ok, from_buffer) over
+  [n_col + n_pq + n_rho] rows; argmin ties go to the first valid row, as
+  there."""
   n_rho = rho_theta.shape[0]
   parts, oks = [], []
   if col_theta.shape[0]:
@@ -447,7 +464,10 @@ def explore_candidates(col_theta: jax.Array, col_ok: jax.Array,
     parts.append(th_pq)
     oks.append(ok_pq)
   taken = sum((jnp.sum(o) for o in oks), jnp.zeros((), jnp.int32))
-  ok_rho = jnp.arange(n_rho) < n_rho - taken
+  n_ok = n_rho - taken
+  if rho_cap is not None:
+    n_ok = jnp.minimum(n_ok, rho_cap)
+  ok_rho = jnp.arange(n_rho) < n_ok
   cand = jnp.concatenate(parts + [rho_theta])
   ok = jnp.concatenate(oks + [ok_rho])
   from_buf = jnp.concatenate(
@@ -506,7 +526,8 @@ class FGEState(NamedTuple):
   feas: Classifier      # q_psi(feasible | obs0)
   polsafe: Classifier   # P_pi(safe | obs0)
   key: jax.Array
-  diag: jax.Array       # [R, 3] cumulative (offered, filtered, picked)
+  diag: jax.Array       # [R, 4] cumulative (offered, of them from rho,
+                        # filtered, picked)
   first_cert: jax.Array  # [R] iteration of the first certificate (-1)
 
 
@@ -542,7 +563,10 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
   E, d = num_envs, task.theta_dim
   nominal = jax.vmap(task.sample_nominal)
   clf_net, clf_logit = _classifier(task, f)
-  clf_tx = optax.adam(f.clf_lr)
+  # The release's `get_default_tx`: Adam-W, eps 1e-5, no decay on biases.
+  clf_tx = optax.adamw(f.clf_lr, eps=1e-5,
+                       weight_decay=f.get('clf_weight_decay', 0.0),
+                       mask=ppo_lib.decay_mask)
   to_box = jax.vmap(task.to_box)
   use_clf, use_reh = bool(f.use_classifier), bool(f.use_rehearsal)
   if f.density_input == 'theta':
@@ -611,7 +635,7 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
         PriorityQueue.create(f.prioq_capacity, d),
         flow.init(k4) if flow is not None else (),
         new_classifier(k1), new_classifier(k2), k3,
-        jnp.zeros((R, 3)), jnp.full((R,), -1, jnp.int32))
+        jnp.zeros((R, len(DIAGNOSTICS))), jnp.full((R,), -1, jnp.int32))
 
   def propose(s: FGEState, t):
     key, k_type, k_base, k_exp, k_pred, k_reh, k_lat = jax.random.split(
@@ -669,7 +693,7 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
       density = jax.tree.map(
           lambda new, old: jnp.where(visited.size > 0, new, old), fitted,
           s.density)
-    s = s._replace(density=density)
+    s = s._replace(density=density, visited=visited)
     # 3. feasibility classifier on the alpha-mixture, once D_f is non-empty.
     B = f.clf_batch
     th_c = certified.sample(k_fc, B)
@@ -701,8 +725,8 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
       col_ok = alive[ic] & (onpol_theta.size > 0)
     else:
       col_theta, col_ok = jnp.zeros((0, d)), jnp.zeros((0,), bool)
-    cand, cand_ok, from_buf = explore_candidates(col_theta, col_ok, s.prioq,
-                                                 n_pq, th_rho)
+    cand, cand_ok, from_buf = explore_candidates(
+        col_theta, col_ok, s.prioq, n_pq, th_rho, f.get('rho_candidates'))
     q = jax.nn.sigmoid(clf_logit(feas.params, cand))
     cost = explore_costs(log_density(s, cand), q,
                          jax.vmap(task.failed_at_start)(cand), f.threshold,
@@ -718,8 +742,9 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
         cand_ok)
     is_pick = (jnp.arange(cand.shape[0]) == pick) & picking
     diag = s.diag + jnp.where(picking, jnp.stack(
-        [per_region(cand, cand_ok), per_region(cand, filtered),
-         per_region(cand, is_pick)], 1), 0).astype(jnp.float32)
+        [per_region(cand, cand_ok), per_region(cand, cand_ok & ~from_buf),
+         per_region(cand, filtered), per_region(cand, is_pick)], 1),
+                              0).astype(jnp.float32)
     first_cert = jnp.where((s.first_cert < 0)
                            & (per_region(ep.theta, new_cert) > 0),
                            t.astype(jnp.int32), s.first_cert)
@@ -750,7 +775,7 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
                    density, feas, polsafe, key, diag, first_cert)
     diag_m = {}
     for i, name in enumerate(task.region_names):
-      for j, what in enumerate(('offered', 'filtered', 'picked')):
+      for j, what in enumerate(DIAGNOSTICS):
         diag_m[f'fge/diag_{what}/{name}'] = diag[i, j]
       diag_m[f'fge/diag_first_cert/{name}'] = first_cert[i].astype(
           jnp.float32)
@@ -759,8 +784,9 @@ def fge_sampler(task: base.ReachTask, f: ml_collections.ConfigDict,
                  'fge/predci_frac': pred_frac,
                  'fge/loss_feas': loss_f, 'fge/loss_polsafe': loss_p,
                  'fge/loss_density': loss_d,
-                 'fge/explore_theta': cand[pick][0],
-                 'fge/explore_cost': cost[pick],
+                 'fge/explore_theta': jnp.where(picking, cand[pick][0],
+                                                jnp.nan),
+                 'fge/explore_cost': jnp.where(picking, cost[pick], jnp.nan),
                  'fge/rehearse_psafe': jnp.min(psafe)}
 
   return curricula.Sampler(init, propose, update)

@@ -20,15 +20,16 @@ Discrete (categorical) and continuous (tanh-Gaussian) action spaces.
 stay valid) bounds the critic to lo + (hi - lo) sigmoid(v), the value head
 of the FGE release (`src/fge/core/common/ppo_nets.py:161-167`: (-0.1, 1.1)
 on its cost-to-go, i.e. (-1.1, 0.1) on the reward -1 at failure of
-`rl.reach`). Advantages are normalised per minibatch (eps 1e-8); the FGE
-release normalises once per rollout (eps 1e-5, `bits/ppo_core.py:268-269`),
-the same with one minibatch up to eps.
+`rl.reach`). Advantages are normalised per minibatch (eps 1e-8), or with
+`c.normalize_adv_rollout` once per rollout (eps 1e-5) as the FGE release
+does (`bits/ppo_core.py:268-269`).
 
 `c.value_learning_rate` (optional, default None: one Adam over all weights
 on the joint loss) gives the actor and the critic their own optimisers, as
 the FGE release does (`bits/ppo_core.py:180-186`, og `get_default_tx`):
 Adam-W (eps 1e-5) at `learning_rate` with no weight decay on the actor and
-at `value_learning_rate` with `value_weight_decay` on the critic, each
+at `value_learning_rate` with `value_weight_decay` on the critic's
+weights (not its biases, the release's `wd_mask`), each
 gradient clipped to `max_grad_norm` on its own (`clip_grad_pol`,
 `clip_grad_V` = 1.0). The critic's gradient is then that of vf_coef x 1/2
 MSE alone (the release's plain MSE is vf_coef = 2). Annealing, when on,
@@ -81,22 +82,25 @@ def config_schema(prefix: str = 'ppo.') -> dict[str, cfg_lib.Spec]:
           min=0.0, min_inclusive=False, required=False, nullable=True,
           help='the critic\'s own Adam-W rate (None: one joint optimiser)'),
       'value_weight_decay': cfg_lib.Float(min=0.0, required=False),
+      'normalize_adv_rollout': cfg_lib.Bool(
+          required=False, help='normalise advantages once per rollout (eps '
+          '1e-5, the FGE release) instead of per minibatch'),
   }
   return {prefix + k: v for k, v in fields.items()}
 
 
 def default_config(**overrides: Any) -> ml_collections.ConfigDict:
   """A PPO config section with documented defaults (CleanRL's discrete PPO:
-  8 envs x 128 steps, 4 epochs of 4 minibatches, Adam 2.5e-4 annealed,
+  4 envs x 128 steps, 4 epochs of 4 minibatches, Adam 2.5e-4 annealed,
   clip 0.2, ent 0.01, gamma 0.99, lambda 0.95, 64 x 64 tanh MLPs), any
   field replaced by `overrides`. Example: `make_ppo(env,
   default_config(num_envs=64), num_updates=100)`."""
   c = ml_collections.ConfigDict(dict(
-      num_envs=8, num_steps=128, num_epochs=4, num_minibatches=4,
+      num_envs=4, num_steps=128, num_epochs=4, num_minibatches=4,
       gamma=0.99, gae_lambda=0.95, clip_eps=0.2, ent_coef=0.01, vf_coef=0.5,
       max_grad_norm=0.5, learning_rate=2.5e-4, anneal_lr=True,
       hidden=(64, 64), activation='tanh', normalize_obs=False,
-      normalize_adv=True, shuffle=True,
+      normalize_adv=True, normalize_adv_rollout=False, shuffle=True,
       value_lims=ml_collections.config_dict.placeholder(tuple),
       value_learning_rate=ml_collections.config_dict.placeholder(float),
       value_weight_decay=0.0))
@@ -181,7 +185,7 @@ def make_loss_fn(spec: envs_lib.EnvSpec, c: ml_collections.ConfigDict):
     logp, entropy = log_prob_entropy(spec, out, mb['action'])
     ratio = jnp.exp(logp - mb['log_prob'])
     adv = mb['adv']
-    if c.normalize_adv:
+    if c.normalize_adv and not c.get('normalize_adv_rollout', False):
       adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     surrogate = jnp.minimum(
         ratio * adv,
@@ -208,6 +212,14 @@ def param_labels(params) -> Any:
       params)
 
 
+def decay_mask(params) -> Any:
+  """True on weights, False on biases: Adam-W's decay mask in the FGE
+  release (og `networks/optim.py` `wd_mask`)."""
+  return jax.tree_util.tree_map_with_path(
+      lambda path, _: not any(getattr(k, 'key', None) == 'bias'
+                              for k in path), params)
+
+
 def make_optimizer(c: ml_collections.ConfigDict
                    ) -> optax.GradientTransformation:
   """The PPO optimiser, its `learning_rate` injected (swept, annealed):
@@ -225,7 +237,8 @@ def make_optimizer(c: ml_collections.ConfigDict
             learning_rate, eps=1e-5, weight_decay=0.0)),
          'critic': optax.chain(clip(), optax.adamw(
              float(value_lr), eps=1e-5,
-             weight_decay=float(c.get('value_weight_decay', 0.0))))},
+             weight_decay=float(c.get('value_weight_decay', 0.0)),
+             mask=decay_mask))},
         param_labels)
 
   return optax.inject_hyperparams(make_tx)(learning_rate=c.learning_rate)
@@ -297,6 +310,8 @@ def make_ppo(env: envs_lib.Env, c: ml_collections.ConfigDict, *,
     adv, target = ro.gae(batch.reward, batch.value, next_value,
                          batch.terminated.astype(jnp.float32),
                          done.astype(jnp.float32), c.gamma, c.gae_lambda)
+    if c.normalize_adv and c.get('normalize_adv_rollout', False):
+      adv = (adv - adv.mean()) / (adv.std() + 1e-5)
     data = {'obs': batch.obs, 'action': batch.action,
             'log_prob': batch.log_prob, 'adv': adv, 'target': target}
     hp = state.hparams

@@ -221,57 +221,113 @@ def test_value_lims_bound_the_critic_and_default_off():
 
 
 def test_split_optimiser_is_two_independent_adamw_steps():
-  """With `value_learning_rate`, one update equals the release's pair of
-  optimisers written out independently: Adam-W (wd 0) at learning_rate on
-  the policy loss's actor gradient and Adam-W (wd) at value_learning_rate
-  on the value loss's critic gradient, each clipped to max_grad_norm."""
+  """With `value_learning_rate`, the critic's gradient is the plain MSE's
+  (vf_coef 2 x 1/2 MSE) and the actor's the surrogate's and entropy's; three
+  updates equal the release's pair of optimisers written out independently:
+  Adam-W (wd 0) at learning_rate on the actor and Adam-W at
+  value_learning_rate with weight decay on the critic's weights (not its
+  biases), each clipped to max_grad_norm on its own."""
   spec = envs.EnvSpec('t', (3,), True, 2, None, None, 10)
   c = ml_collections.ConfigDict(dict(
       hidden=(4,), activation='tanh', vf_coef=2.0, normalize_adv=False,
-      max_grad_norm=0.05, learning_rate=4e-4, value_learning_rate=1e-3,
-      value_weight_decay=1e-4))
+      max_grad_norm=0.05, learning_rate=4e-3, value_learning_rate=1e-2,
+      value_weight_decay=0.5))
   net = ppo.actor_critic(spec, c)
   params = net.init(jax.random.key(0), jnp.zeros(3))
-  k1, k2 = jax.random.split(jax.random.key(1))
-  mb = {'obs': jax.random.normal(k1, (6, 3)),
-        'action': jnp.array([0, 1, 1, 0, 1, 0]),
-        'log_prob': jnp.full(6, -0.7), 'adv': jax.random.normal(k2, (6,)),
-        'target': jnp.linspace(-1.0, 0.0, 6)}
+
+  def minibatch(i):
+    k1, k2 = jax.random.split(jax.random.key(i))
+    return {'obs': jax.random.normal(k1, (6, 3)),
+            'action': jnp.array([0, 1, 1, 0, 1, 0]),
+            'log_prob': jnp.full(6, -0.7), 'adv': jax.random.normal(k2, (6,)),
+            'target': jnp.linspace(-1.0, 0.0, 6) * i}
+
   hp = {'clip_eps': 0.1, 'ent_coef': 1e-3}
   loss = ppo.make_loss_fn(spec, c)
-  tx = ppo.make_optimizer(c)
-  g = jax.grad(lambda p: loss(p, mb, hp)[0])(params)
-  upd, _ = tx.update(g, tx.init(params), params)
-  ours = optax.apply_updates(params, upd)
   labels = ppo.param_labels(params)
   assert labels['params']['MLP_0']['Dense_0']['kernel'] == 'critic'
   assert labels['params']['MLP_1']['Dense_0']['kernel'] == 'actor'
-  # Independently: the critic sees only the plain MSE, the actor only the
-  # surrogate and entropy terms.
-  crit = {'params': {'MLP_0': params['params']['MLP_0']}}
-  act = {'params': {k: v for k, v in params['params'].items()
-                    if k != 'MLP_0'}}
+  split = lambda p: ({'params': {k: v for k, v in p['params'].items()
+                                 if k != 'MLP_0'}},
+                     {'params': {'MLP_0': p['params']['MLP_0']}})
   join = lambda a, cr: {'params': dict(a['params'], **cr['params'])}
-  mse = lambda cr: jnp.mean((net.apply(join(act, cr), mb['obs'])[1]
-                             - mb['target'])**2)
-  pol = lambda a: loss(join(a, crit), mb, hp)[0] - 2.0 * 0.5 * mse(crit)
-
-  def step(f, p, lr, wd):
-    t = optax.chain(optax.clip_by_global_norm(0.05),
-                    optax.adamw(lr, eps=1e-5, weight_decay=wd))
-    u, _ = t.update(jax.grad(f)(p), t.init(p), p)
-    return optax.apply_updates(p, u)
-
-  want = join(step(pol, act, 4e-4, 0.0), step(mse, crit, 1e-3, 1e-4))
+  mse = lambda cr, a, mb: jnp.mean((net.apply(join(a, cr), mb['obs'])[1]
+                                    - mb['target'])**2)
+  pol = lambda a, cr, mb: loss(join(a, cr), mb, hp)[0] - mse(cr, a, mb)
+  # The gradient that reaches each branch.
+  act, crit = split(params)
+  g = jax.grad(lambda p: loss(p, minibatch(1), hp)[0])(params)
+  g_act, g_crit = split(g)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-7),
-               ours, want)
-  # The joint optimiser (no value_learning_rate) moves the critic at the
-  # actor's rate instead: a different update.
-  del c.value_learning_rate
-  u0, _ = ppo.make_optimizer(c).update(g, ppo.make_optimizer(c).init(params),
-                                       params)
-  assert not np.allclose(optax.apply_updates(params, u0)['params']['MLP_0'][
-      'Dense_0']['kernel'], ours['params']['MLP_0']['Dense_0']['kernel'])
+               g_crit, jax.grad(mse)(crit, act, minibatch(1)))
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-7),
+               g_act, jax.grad(pol)(act, crit, minibatch(1)))
+  # Three updates against the independent pair.
+  tx = ppo.make_optimizer(c)
+  ours, opt = params, tx.init(params)
+  mask = lambda p: jax.tree_util.tree_map_with_path(
+      lambda path, _: path[-1].key != 'bias', p)
+  t_act = optax.chain(optax.clip_by_global_norm(0.05),
+                      optax.adamw(4e-3, eps=1e-5, weight_decay=0.0))
+  t_crit = optax.chain(optax.clip_by_global_norm(0.05),
+                       optax.adamw(1e-2, eps=1e-5, weight_decay=0.5,
+                                   mask=mask))
+  o_act, o_crit = t_act.init(act), t_crit.init(crit)
+  for i in (1, 2, 3):
+    mb = minibatch(i)
+    upd, opt = tx.update(jax.grad(lambda p: loss(p, mb, hp)[0])(ours), opt,
+                         ours)
+    ours = optax.apply_updates(ours, upd)
+    u_a, o_act = t_act.update(jax.grad(pol)(act, crit, mb), o_act, act)
+    u_c, o_crit = t_crit.update(jax.grad(mse)(crit, act, mb), o_crit, crit)
+    act, crit = optax.apply_updates(act, u_a), optax.apply_updates(crit, u_c)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6),
+               ours, join(act, crit))
+  # Controls: no decay, or decay on the biases too, end elsewhere.
+  for wd_mask in (None, lambda p: jax.tree.map(lambda _: True, p)):
+    c2 = ml_collections.ConfigDict(c.to_dict())
+    if wd_mask is None:
+      c2.value_weight_decay = 0.0
+    else:
+      old = ppo.decay_mask
+      ppo.decay_mask = wd_mask
+    try:
+      tx2 = ppo.make_optimizer(c2)
+      p2, o2 = params, tx2.init(params)
+      for i in (1, 2, 3):
+        mb = minibatch(i)
+        u, o2 = tx2.update(jax.grad(lambda p: loss(p, mb, hp)[0])(p2), o2,
+                           p2)
+        p2 = optax.apply_updates(p2, u)
+    finally:
+      if wd_mask is not None:
+        ppo.decay_mask = old
+    crit_ours, crit_p2 = split(ours)[1], split(p2)[1]
+    diff = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))),
+                        crit_ours, crit_p2)
+    assert max(jax.tree.leaves(diff)) > 1e-5, diff
+
+
+def test_rollout_advantage_normalisation_is_the_releases():
+  """`normalize_adv_rollout`: advantages normalised once per rollout (eps
+  1e-5), left as they are in every minibatch's loss."""
+  spec = envs.EnvSpec('t', (3,), True, 2, None, None, 10)
+  base = dict(hidden=(4,), activation='tanh', vf_coef=0.5, normalize_adv=True)
+  net = ppo.actor_critic(spec, ml_collections.ConfigDict(base))
+  params = net.init(jax.random.key(0), jnp.zeros(3))
+  mb = {'obs': jax.random.normal(jax.random.key(1), (5, 3)),
+        'action': jnp.zeros(5, jnp.int32), 'log_prob': jnp.zeros(5),
+        'adv': jnp.array([3.0, 1.0, 2.0, 5.0, 4.0]), 'target': jnp.ones(5)}
+  hp = {'clip_eps': 0.2, 'ent_coef': 0.0}
+  per_mb = ppo.make_loss_fn(spec, ml_collections.ConfigDict(base))
+  rollout = ppo.make_loss_fn(spec, ml_collections.ConfigDict(
+      dict(base, normalize_adv_rollout=True)))
+  a = mb['adv']
+  normed = dict(mb, adv=(a - a.mean()) / (a.std() + 1e-8))
+  np.testing.assert_allclose(rollout(params, normed, hp)[0],
+                             per_mb(params, mb, hp)[0], rtol=1e-6)
+  assert abs(float(rollout(params, mb, hp)[0] - per_mb(params, mb, hp)[0])
+             ) > 1e-3
 
 
 def test_pixel_encoder_reads_the_image_and_appends_the_extras():
