@@ -44,6 +44,7 @@ reported, not gated; NPG-TD env-steps/s >= 1.2x PPO's (benchmarks/ppo.py).
 """
 
 import ml_collections
+from iclrjax.rl import ppo
 
 VARIANTS = ('smoke', 'default', 'paper', 'pendulum', 'brax', 'rkhs',
             'halfcheetah', 'halfcheetah_smoke')
@@ -86,13 +87,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       truncation_as_terminal=False,     # the reference code: True
       shuffle=False))
   # Clip-PPO + GAE baseline, same batch structure.
-  c.ppo = ml_collections.ConfigDict(dict(
-      num_envs=1, num_steps=128, num_epochs=4, num_minibatches=4,
-      gamma=0.99, gae_lambda=0.95, clip_eps=0.2, ent_coef=0.01, vf_coef=0.5,
-      max_grad_norm=0.5, learning_rate=2.5e-4, anneal_lr=True,
-      hidden=(64, 64), activation='tanh', normalize_obs=False,
-      normalize_adv=True, shuffle=True,
-      value_lims=ml_collections.config_dict.placeholder(tuple)))  # off
+  c.ppo = ppo.default_config(num_envs=1)  # CleanRL's; no value clamp
   # RKHS form: kernel-TD critic on k_rbf(s,s') 1[a=a'] + NPG step.
   # pendulum_min: random Pendulum-v1 play scores about -1200 per episode;
   # brax_min: of inverted_pendulum's 1000; rkhs_learn_min: CartPole return

@@ -672,8 +672,7 @@ def paired_schema(prefix: str = 'paired.') -> dict[str, cfg_lib.Spec]:
           prefix + 'clip_eps': pos,
           prefix + 'num_epochs': cfg_lib.Int(min=1),
           prefix + 'num_minibatches': cfg_lib.Int(min=1),
-          prefix + 'regret_envs': cfg_lib.Int(min=1),
-          prefix + 'maximise': cfg_lib.Bool()}
+          prefix + 'regret_envs': cfg_lib.Int(min=1)}
 
 
 def check_paired(c: ml_collections.ConfigDict, num_envs: int,
