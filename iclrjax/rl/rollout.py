@@ -137,7 +137,7 @@ def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
   own batch instead (one env is never split).
   """
   num_envs = obs.shape[0]
-  step_env = jax.vmap(env.step)
+  step_env = env.step_batch  # jax.vmap(env.step) unless the env shares work
   masked = active is not None
   mark = distributed.shard_batch if shard else (lambda x: x)
 
@@ -166,6 +166,9 @@ def rollout(env: envs_lib.Env, policy: PolicyFn, params: Any,
       done = done & live
     return shard_envs(*carry), (mark(b), done, finished)
 
+  # The env's batch-level work per rollout (`BraxEnv`'s reset pool), keyed
+  # apart from the steps' keys so that other envs' rollouts are unchanged.
+  env_state = env.refill(jax.random.fold_in(key, 1), env_state)
   (env_state, obs, stats), (batch, done, finished) = jax.lax.scan(
       body, shard_envs(env_state, obs, stats),
       (jax.random.split(key, num_steps),
