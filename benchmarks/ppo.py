@@ -55,10 +55,14 @@ loss settings; brax's PPO does not vmap over seeds, so both run 1 seed.
 Ours runs one row per `--brax_reset_pools` entry: the adapter's reset pool
 (default 4 entries per env, drawn once per rollout) and "none", a fresh MJX
 reset per env per step (the adapter before the pool; see
-`rl.envs.BraxEnv`). Ours is timed as in table 1 (median of `--repeats`
-interleaved calls of `--brax_updates` iterations); brax's with its own
-`training/sps` per compiled epoch of as many iterations (first two epochs
-dropped: they compile).
+`rl.envs.BraxEnv`). Both train for `--repeats` + 2 chunks (epochs) of
+`--brax_updates` iterations and keep the median over the last `--repeats`:
+brax's with its own `training/sps` per compiled epoch (the first two
+include compiles), ours with the wall-clock of each compiled chunk call,
+the rows taking turns. Timing the same training iterations matters: MJX's
+cost per step depends on the states the policy visits (iterations 0-20 of
+ours ran ~6% slower than 40-140 in one measurement, 20-40 slower still),
+and brax.training cannot be rerun from its initial state.
 
 rejax 0.1.3 notes (read from its source):
   * `rejax.PPO.create(env=..., env_params=..., num_envs, num_steps,
@@ -597,22 +601,29 @@ def _brax_table(updates: int, repeats: int,
                 pools: list[str]) -> dict[str, float]:
   c = kppo_config.get_config('brax').ppo
   batch = c.num_envs * c.num_steps
-  runs, compile_s = {}, {}
+  chunks = repeats + 2  # brax.training's epochs: 2 dropped, then timed
+  fns, states, compile_s = {}, {}, {}
   for pool in pools:
     q = None if pool.lower() == 'none' else int(pool)
     env = envs.make('brax:' + BRAX_ENV, reset_pool=q)
-    agent = _Agent(*ppo.make_ppo(env, c, num_updates=updates), None)
+    agent = _Agent(*ppo.make_ppo(env, c, num_updates=chunks * updates), None)
     name = (f'PPO (ours), reset pool {q}' if q is not None else
             'PPO (ours), reset per step')
-    f, states, compile_s[name] = _compile_ours(agent, 1, updates)
-    runs[name] = functools.partial(f, states, jnp.int32(0))
-    jax.block_until_ready(runs[name]())
-  ours = {name: [] for name in runs}
-  for _ in range(repeats):  # interleaved, as in table 1
-    for name, run in runs.items():
+    fns[name], states[name], compile_s[name] = _compile_ours(agent, 1,
+                                                             updates)
+  # One training run per row, timed chunk by chunk at the same iterations
+  # as brax's timed epochs: the physics' cost depends on the states the
+  # policy visits (MJX's constraint solver iterates until every env
+  # converges), so repeating the first chunk would time an untrained policy
+  # against brax's learning one. Rows take turns chunk by chunk.
+  ours = {name: [] for name in fns}
+  for k in range(chunks):
+    for name, f in fns.items():
       t0 = time.perf_counter()
-      jax.block_until_ready(run())
-      ours[name].append(updates * batch / (time.perf_counter() - t0))
+      states[name], _ = jax.block_until_ready(
+          f(states[name], jnp.int32(k * updates)))
+      if k >= 2:
+        ours[name].append(updates * batch / (time.perf_counter() - t0))
   t0 = time.perf_counter()
   brax_sps = _brax_training_sps(c, updates, repeats)
   brax_wall = time.perf_counter() - t0
@@ -622,7 +633,8 @@ def _brax_table(updates: int, repeats: int,
         f'{c.num_epochs} epochs x {c.num_minibatches} minibatches, '
         f'{"x".join(map(str, c.hidden))} {c.activation}, normalised '
         f'observations), 1 seed, {updates} iterations ({updates * batch:,} '
-        'env steps) per timed call; compile excluded.')
+        f'env steps) per timed chunk, chunks 3-{chunks} of one training run; '
+        'compile excluded.')
   hdr = f'{"agent":<32}{"steps/s":>10}{"min":>10}{"max":>10}{"x brax":>8}'
   print(hdr)
   print('-' * len(hdr))
@@ -636,7 +648,8 @@ def _brax_table(updates: int, repeats: int,
   head = next(iter(ours))
   o = float(np.median(ours[head]))
   print(f'ours ({head}) / brax.training: {o / b:.2f}x (ratio of medians '
-        f'over {repeats} timed calls each; brax times its own epochs).')
+        f'over training iterations {2 * updates}-{chunks * updates} of one '
+        'run each; brax times its own epochs).')
   print('(brax.training: its EpisodeWrapper/AutoResetWrapper (every episode '
         'of an env restarts from that env\'s first state), tanh-normal '
         'policy with a learned scalar std, lecun-uniform init, no truncation '
