@@ -223,6 +223,7 @@ def _brax_rollout(env, key, push, num_steps):
 
 
 def _check_brax_rollout(env, num_steps):
+  """Per-env `step` (always a fresh reset, pool or not)."""
   limit = env.spec.max_steps
   rollout = jax.jit(jax.vmap(
       lambda k, p: _brax_rollout(env, k, p, num_steps)))
@@ -258,3 +259,119 @@ def test_brax_time_limit_and_auto_reset():
   env = envs.make('brax:inverted_pendulum', episode_length=3)
   assert env.brax_env.backend == 'mjx'
   _check_brax_rollout(env, num_steps=7)
+
+
+# ------------------------------------------------------- brax reset pool
+
+POOL_ENVS, POOL_Q, POOL_LIMIT = 8, 2, 2
+POOL_REFILLS, POOL_STEPS = 40, 6  # 3 time limits per env between refills
+
+
+def _pooled_rollout(env, key, pushes):
+  """`POOL_REFILLS` rollouts of `POOL_STEPS` batch steps, each after a
+  `refill` (as `rl.rollout` does), recording the pool's observations."""
+  k_init, key = jax.random.split(key)
+  _, state = jax.vmap(env.reset)(jax.random.split(k_init, POOL_ENVS))
+
+  def one_rollout(state, key):
+    k_fill, k_steps = jax.random.split(key)
+    state = env.refill(k_fill, state)
+    pool_obs = env.pool_states(state).obs
+
+    def body(state, key):
+      return env.step_batch(jax.random.split(key, POOL_ENVS), state, pushes)
+
+    state, step = jax.lax.scan(body, state,
+                               jax.random.split(k_steps, POOL_STEPS))
+    return state, (step, pool_obs)
+
+  state, (step, pool_obs) = jax.lax.scan(
+      one_rollout, state, jax.random.split(key, POOL_REFILLS))
+  fresh = jax.vmap(env.brax_env.reset)(
+      jax.random.split(jax.random.key(99), 2 * POOL_ENVS * POOL_Q *
+                       POOL_REFILLS)).obs
+  return step, pool_obs, state.reused, fresh
+
+
+@pytest.fixture(scope='module')
+def pooled():
+  env = envs.make('brax:inverted_pendulum', episode_length=POOL_LIMIT,
+                  reset_pool=POOL_Q)
+  # Env 0 is pushed hard enough to fall within the limit now and then
+  # (terminations); the others only run into the time limit.
+  pushes = jnp.zeros((POOL_ENVS, 1)).at[0].set(1.0)
+  out = jax.device_get(
+      jax.jit(lambda k: _pooled_rollout(env, k, pushes))(jax.random.key(5)))
+  return dict(env=env, out=out)
+
+
+def test_reset_pool_hands_out_its_entries_in_order(pooled):
+  """The k-th episode end after a refill starts from pool entry k (time,
+  then env order); past the pool's E x Q entries they repeat from entry 0,
+  and exactly those resets are counted as reused."""
+  step, pool_obs, reused, _ = pooled['out']
+  slots = POOL_ENVS * POOL_Q
+  done = step.terminated | step.truncated  # [refills, T, E]
+  n_reused = 0
+  for r in range(POOL_REFILLS):
+    ends = np.argwhere(done[r])  # (t, e), time-major then env order
+    assert len(ends) >= slots + 1  # every rollout overdraws the pool
+    for k, (t, e) in enumerate(ends):
+      np.testing.assert_array_equal(step.obs[r, t, e],
+                                    pool_obs[r][k % slots])
+    n_reused += len(ends) - slots
+  assert int(reused.sum()) == n_reused
+  # Entries are distinct draws, and differ between refills.
+  flat = pool_obs.reshape(-1, pool_obs.shape[-1])
+  assert len(np.unique(flat, axis=0)) == len(flat)
+
+
+def test_reset_pool_resets_are_distributed_as_the_env_reset(pooled):
+  """The first E x Q resets of each rollout (the non-repeated ones) against
+  direct `brax_env.reset` draws: two-sample KS on each coordinate of the
+  reset observation (qpos, qvel noise), p > 0.01 (deterministic seeds)."""
+  stats = pytest.importorskip('scipy.stats')
+  step, _, _, fresh = pooled['out']
+  slots = POOL_ENVS * POOL_Q
+  done = step.terminated | step.truncated
+  taken = np.concatenate([
+      step.obs[r][done[r]][:slots] for r in range(POOL_REFILLS)])
+  assert taken.shape == (POOL_REFILLS * slots, 4)
+  assert (np.abs(taken) <= 0.01 + 1e-6).all()  # Reset noise range.
+  for d in range(taken.shape[1]):
+    p = stats.ks_2samp(taken[:, d], fresh[:, d]).pvalue
+    assert p > 0.01, (d, p)
+  # Moments of U(-0.01, 0.01): mean 0, std 0.01 / sqrt(3).
+  np.testing.assert_allclose(taken.mean(0), 0.0, atol=1e-3)
+  np.testing.assert_allclose(taken.std(0), 0.01 / np.sqrt(3), rtol=0.1)
+
+
+def test_reset_pool_keeps_truncation_and_final_obs(pooled):
+  step = pooled['out'][0]
+  step = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), step)  # [t, E]
+  num_steps = POOL_REFILLS * POOL_STEPS
+  assert step.reward.dtype == np.float32 and step.obs.dtype == np.float32
+  assert not (step.terminated & step.truncated).any()
+  # Unpushed envs: a time limit every POOL_LIMIT steps, nothing else.
+  expected_cut = np.zeros(num_steps, bool)
+  expected_cut[POOL_LIMIT - 1::POOL_LIMIT] = True
+  for e in range(1, POOL_ENVS):
+    np.testing.assert_array_equal(step.truncated[:, e], expected_cut)
+  assert not step.terminated[:, 1:].any()
+  assert step.terminated[:, 0].any()
+  done = step.terminated | step.truncated
+  np.testing.assert_array_equal(step.obs[~done], step.final_obs[~done])
+  assert (np.abs(step.obs[done] - step.final_obs[done]).max(axis=-1)
+          > 0).all()
+  assert (np.abs(step.final_obs[step.terminated][:, 1]) > 0.2).all()
+
+
+def test_reset_pool_off_and_per_env_step_are_exact():
+  """`reset_pool=None` keeps no pool, so `step_batch` is `vmap(step)`;
+  `step` on a pooled state resets fresh and leaves the pool alone."""
+  env = envs.make('brax:inverted_pendulum', reset_pool=None)
+  _, state = jax.eval_shape(env.reset, jax.random.key(0))
+  assert state.pool is None and env.pool_states(state) is None
+  assert env.refill(jax.random.key(1), state) is state
+  with pytest.raises(ValueError, match='reset_pool'):
+    envs.make('brax:inverted_pendulum', reset_pool=0)

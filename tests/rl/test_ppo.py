@@ -129,6 +129,32 @@ def test_rollout_inactive_steps_do_not_advance():
   np.testing.assert_array_equal(stats_a.ep_length, [3, 3])
 
 
+def test_rollout_episode_stats_equal_one_update_per_step():
+  """The rollout's episode statistics (ends taken from the batch after the
+  scan) equal `EpisodeStats.update` once per step on the batch's own
+  rewards and ends, masked steps excluded."""
+  env = envs.make('CartPole-v1')
+  num_envs, num_steps = 4, 60
+  obs, st = jax.vmap(env.reset)(
+      jax.random.split(jax.random.PRNGKey(0), num_envs))
+  policy = ro.random_policy(env.spec)
+  norm = ro.RunningNorm.create(obs.shape[1:])
+  for active in (None, jnp.arange(num_steps) % 3 != 1):
+    stats0 = ro.EpisodeStats.create(num_envs, 4)
+    batch, _, _, stats = ro.rollout(env, policy, None, st, obs, stats0, norm,
+                                    jax.random.PRNGKey(1), num_steps, False,
+                                    active=active)
+    live = np.ones(num_steps, bool) if active is None else np.asarray(active)
+    ref = stats0
+    for t in range(num_steps):
+      if live[t]:
+        ref = ref.update(batch.reward[t],
+                         batch.terminated[t] | batch.truncated[t])
+    assert int(ref.count) >= 5  # episodes ended, the ring buffer wrapped
+    for a, b in zip(ref, stats):
+      np.testing.assert_array_equal(a, b)
+
+
 def test_ppo_runs_on_continuous_actions():
   """Tanh-Gaussian PPO on Pendulum-v1 (discrete PPO runs in
   test_kernel_ppo.py's claim test and the launcher smoke run)."""
