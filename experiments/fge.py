@@ -277,8 +277,9 @@ def _plots(r, cfg, task, thetas, truth, safe_by, fge_state,
 
 def _plot_diagnostics(r, cfg, task, rows, steps_per_update) -> None:
   """FGE's explore step per region (`fge/diag_*`): cumulative candidates
-  offered, filtered by the feasibility classifier and picked (seed mean),
-  and each seed's first certified theta of the region (ticks)."""
+  offered (all, and those from the flow rho), filtered by the feasibility
+  classifier and picked (seed mean), and each seed's first certified theta
+  of the region (vertical lines)."""
   methods = [m for m in cfg.methods if m in fge.ABLATIONS]
   if not methods:
     return
@@ -288,8 +289,8 @@ def _plot_diagnostics(r, cfg, task, rows, steps_per_update) -> None:
   for a, m in enumerate(methods):
     for b, name in enumerate(names):
       ax = axes[a][b]
-      for k, (what, ls) in enumerate((('offered', '-'), ('filtered', '--'),
-                                       ('picked', '-'))):
+      for k, (what, ls) in enumerate((('offered', '-'), ('offered_rho', ':'),
+                                       ('filtered', '--'), ('picked', '-'))):
         steps, vals = plots.curves(rows, f'{m}/fge/diag_{what}/{name}')
         if len(steps):
           ax.plot(steps * steps_per_update, vals.mean(1), ls=ls, lw=1.2,
@@ -298,7 +299,7 @@ def _plot_diagnostics(r, cfg, task, rows, steps_per_update) -> None:
       if len(steps):
         for it in first[-1]:
           if it >= 0:
-            ax.axvline((it + 1) * steps_per_update, color='C2', lw=0.6,
+            ax.axvline((it + 1) * steps_per_update, color='0.4', lw=0.6,
                        alpha=0.6)
       ax.set_yscale('symlog', linthresh=1.0)
       ax.set_title(f'{LABELS[m]}: {name}', fontsize=8)

@@ -113,8 +113,12 @@ class MetricWriter:
     self._tb.flush()
 
   def _tb_scalars(self, step: int, metrics: Mapping[str, Any]) -> None:
+    # The mean over the seeds where the metric is defined: NaN marks a value
+    # a step does not have (e.g. FGE's explore pick on an iteration without
+    # one); a step where no seed has it writes no point.
     for k, v in metrics.items():
-      a = np.asarray(v, dtype=np.float64)
+      a = np.asarray(v, dtype=np.float64).ravel()
+      a = a[~np.isnan(a)]
       if a.size:
         self._tb.add_scalar(k, float(np.mean(a)), int(step))
 

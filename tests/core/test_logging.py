@@ -42,6 +42,18 @@ def test_writer_rows_truncate_and_torn_line(tmp_path):
       'loss': [(10, 1.5), (20, 0.75)]}
 
 
+def test_tensorboard_leaves_out_undefined_values(tmp_path):
+  """NaN (a step without the value) stays in metrics.jsonl; TensorBoard
+  averages the seeds that have it and writes nothing where none does."""
+  w = log_lib.MetricWriter(tmp_path)
+  w.write_rows([1, 2, 3], {'pick': np.array([[np.nan, 0.5, np.nan],
+                                             [np.nan, 1.5, 4.0]])})
+  w.close()
+  assert math.isnan(log_lib.read_metrics(tmp_path)[0]['pick'][0])
+  assert _tb_scalars(tmp_path / 'tensorboard') == {'pick': [(2, 1.0),
+                                                            (3, 4.0)]}
+
+
 def _tb_scalars(tb_dir):
   from tensorboard.backend.event_processing import event_accumulator
   acc = event_accumulator.EventAccumulator(str(tb_dir))
