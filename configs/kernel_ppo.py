@@ -6,7 +6,7 @@ Variants:
   smoke   (CI, seconds) CartPole, 5 seeds, a few thousand steps, in chunks
           of 10 updates (tests/rl/test_kernel_ppo.py's 100k-step claim run
           is this config at a larger budget: the two share compiles).
-  default (CPU, ~5 min) the paper's setup at its batch structure (1 env x 128
+  default (CPU, ~16 min) the paper's setup at its batch structure (1 env x 128
           steps, 4 epochs x 4 minibatches of 32, Adam 1e-3, c_e 0.05, c_v 1):
           network form with Delta_k = k^-p for p in (0.2, 0.5, 1.5) as a vmap
           sweep, 10 seeds, CartPole-v1 500k steps and Acrobot-v1 300k steps;
@@ -19,7 +19,7 @@ Variants:
           32 envs x 32 steps, 10 epochs, gamma 0.95), p in (0.5, 1.5).
   brax    continuous control on Brax's MuJoCo-XLA (MJX) inverted_pendulum
           (1000-step episodes, reward 1 per step upright), 5 seeds, 600k
-          steps (~5 min): the continuous network form (p in 0.5, 1.5) and clip-PPO
+          steps (~8 min): the continuous network form (p in 0.5, 1.5) and clip-PPO
           (64 envs x 32 steps, 4 epochs x 8 minibatches, Adam 3e-4,
           normalised observations), gamma 0.97 (brax.training's setting here),
           against a uniform-random policy.

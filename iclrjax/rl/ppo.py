@@ -5,7 +5,7 @@ One `step` of `make_ppo` is one PPO iteration: a rollout of
 state reached at a time-limit cut, see `rl.rollout`), then `num_epochs`
 passes of `num_minibatches` clipped-surrogate updates:
 
-  L = -E[min(rho A, clip(rho, 1-eps, 1+eps) A)] + c_v E[(V - V_targ)^2]
+  L = -E[min(rho A, clip(rho, 1-eps, 1+eps) A)] + c_v/2 E[(V - V_targ)^2]
       - c_e E[H(pi)],     rho = pi(a|s) / pi_old(a|s).
 
 The whole iteration is pure and scan-compiled; `core.loop` scans over

@@ -168,18 +168,17 @@ def _claims(run):
 @pytest.mark.slow
 def test_default_config_claims(default_run):
   """The claims that hold at the default config (10 seeds, 500k/300k
-  steps, final-10% means; 06a380b): k^-1.5 stalls (115.0), clip-PPO
-  converges (10/10, 500.0; Acrobot -83.8 through `ppo_envs`), the RKHS form
-  learns (175.1 against random 22.2)."""
+  steps, final-10% means; 06a380b): k^-1.5 stalls (115.0), the RKHS form
+  learns (175.1 against random 22.2); the clip-PPO baseline converges
+  (10/10, 500.0; Acrobot -83.8 through `ppo_envs`)."""
   by = _claims(default_run)
   assert by['Delta_k = k^-1.5 stalls']['holds'], by
   rkhs = [c for c in default_run['claims']
           if c['claim'].startswith('The RKHS form') and 'learns' in c['claim']]
   assert rkhs and rkhs[0]['holds'], rkhs
-  assert by['Our clip-PPO baseline converges on CartPole in >= 90% of '
-            'seeds (the paper reports PPO as slower and less stable).'
-            ]['holds'], by
   m = {k: np.asarray(v['per_seed']) for k, v in default_run['metrics'].items()}
+  # The baseline the PPO claim compares against converges (not a claim).
+  assert (m['final_return/cartpole/ppo'] >= 475).sum() >= 9, m
   assert m['final_return/acrobot/ppo'].mean() >= -100, m
   # k^-0.2 vs k^-0.5 is reported with numbers, not gated.
   rep = [c for c in default_run['claims'] if 'k^-0.2' in c['claim']]
@@ -228,6 +227,14 @@ def test_default_rkhs_claim(default_run):
 def test_default_config_acrobot_claim(default_run):
   assert _claims(default_run)[
       'Delta_k = k^-0.5 converges on Acrobot']['holds']
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'PENDING'))
+def test_default_npg_beats_ppo_claim(default_run):
+  assert _claims(default_run)['Delta_k = k^-0.5 converges on CartPole in '
+                              'more seeds than clip-PPO (the paper']['holds']
 
 
 def test_sampled_gaussian_npg_step_matches_the_tilted_gaussian():
