@@ -113,12 +113,13 @@ class MetricWriter:
     self._tb.flush()
 
   def _tb_scalars(self, step: int, metrics: Mapping[str, Any]) -> None:
-    # The mean over the seeds where the metric is defined: NaN marks a value
+    # The mean over the seeds where the metric is finite: NaN marks a value
     # a step does not have (e.g. FGE's explore pick on an iteration without
-    # one); a step where no seed has it writes no point.
+    # one) and TensorBoard cannot draw +-inf (metrics.jsonl keeps both); a
+    # step where no seed has a finite value writes no point.
     for k, v in metrics.items():
       a = np.asarray(v, dtype=np.float64).ravel()
-      a = a[~np.isnan(a)]
+      a = a[np.isfinite(a)]
       if a.size:
         self._tb.add_scalar(k, float(np.mean(a)), int(step))
 

@@ -43,11 +43,12 @@ def test_writer_rows_truncate_and_torn_line(tmp_path):
 
 
 def test_tensorboard_leaves_out_undefined_values(tmp_path):
-  """NaN (a step without the value) stays in metrics.jsonl; TensorBoard
-  averages the seeds that have it and writes nothing where none does."""
+  """NaN (a step without the value) and inf stay in metrics.jsonl;
+  TensorBoard averages the seeds with a finite value and writes nothing
+  where none has one."""
   w = log_lib.MetricWriter(tmp_path)
   w.write_rows([1, 2, 3], {'pick': np.array([[np.nan, 0.5, np.nan],
-                                             [np.nan, 1.5, 4.0]])})
+                                             [-np.inf, 1.5, 4.0]])})
   w.close()
   assert math.isnan(log_lib.read_metrics(tmp_path)[0]['pick'][0])
   assert _tb_scalars(tmp_path / 'tensorboard') == {'pick': [(2, 1.0),
