@@ -231,7 +231,10 @@ def test_default_config_acrobot_claim(default_run):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    'PENDING'))
+    'The paper calls PPO slower and less stable; at the default config '
+    '(da2cb60, 10 seeds, 500k steps) k^-0.5 converges in 2/10 CartPole '
+    'seeds (final-10% mean 415.9) and our clip-PPO (CleanRL settings; the '
+    'paper\'s PPO is not released) in 10/10 (500.0).'))
 def test_default_npg_beats_ppo_claim(default_run):
   assert _claims(default_run)['Delta_k = k^-0.5 converges on CartPole in '
                               'more seeds than clip-PPO (the paper']['holds']
