@@ -262,15 +262,31 @@ def _run_sampler(task, c, method, iters, seeds=2):
 
 @pytest.fixture(scope='module')
 def pendulum_run():
-  """20 FGE iterations on the skewed pendulum (smoke-sized networks). The
-  novelty model is the smoke's KDE: the flow in the FGE step compiles ~14 s
-  longer; the flow itself is tested above and runs in every other variant."""
+  """FGE's sampler update on the skewed pendulum (3-d theta), driven by 12
+  rollouts in which each of 16 envs ends one episode: 8 from theta drawn
+  by the sampler's own proposal, 8 uniform on the box, labelled safe on
+  the easy region (a stand-in label: the buffers' contents are under test,
+  not the labels). The novelty model is the smoke's KDE."""
   c = fc.get_config('smoke')
   c.task = 'pendulum'
   c.task_kwargs = {'horizon': 30, 'nominal': 'skewed'}
-  c.num_updates = 20
   task = reach.make_task('pendulum', **c.task_kwargs)
-  return task, c, _run_sampler(task, c, 'fge', 20)
+  sampler = fge_exp.make_sampler('fge', task, c)
+  update = jax.jit(sampler.update, static_argnums=2)
+  propose = jax.jit(sampler.propose)
+  lo, hi = np.asarray(task.theta_low), np.asarray(task.theta_high)
+  rng = np.random.default_rng(0)
+  s = sampler.init(jax.random.key(0))
+  rows = []
+  for t in range(12):
+    s, proposed, _ = propose(s, t)
+    th = jnp.concatenate([proposed[:8], jnp.asarray(
+        rng.uniform(lo, hi, (8, lo.size)), jnp.float32)])
+    safe = jax.vmap(task.region_of)(th) == 0
+    s, m = update(s, _episode_batch(th, safe), None, t)
+    rows.append(m)
+  m = {k: np.asarray([r[k] for r in rows])[None] for k in rows[0]}
+  return task, c, (jax.tree.map(lambda x: x[None], s), m)
 
 
 def test_every_buffer_holds_only_points_of_theta(pendulum_run):
@@ -278,11 +294,11 @@ def test_every_buffer_holds_only_points_of_theta(pendulum_run):
   feasible buffer was filled with theta = 0, u_max = 0, outside Theta)."""
   task, _, (st, m) = pendulum_run
   lo, hi = task.theta_low, task.theta_high
-  bufs = jax.vmap(fge.buffer_thetas)(st.sampler)
+  bufs = jax.vmap(fge.buffer_thetas)(st)
   assert m['fge/certified'][:, -1].min() > 0  # something was certified
   # The full method's parts are on (the ablations' are off: below).
-  assert np.asarray(st.sampler.rehearse.count).min() > 0
-  assert np.asarray(st.sampler.predci_size).min() > 0
+  assert np.asarray(st.rehearse.count).min() > 0
+  assert np.asarray(st.predci_size).min() > 0
   for name, (theta, filled) in bufs.items():
     theta, filled = np.asarray(theta), np.asarray(filled)
     for i in range(theta.shape[0]):
@@ -308,7 +324,7 @@ def test_uniform_box_sampler_covers_each_toylevels_region_equally():
 def _episode_batch(theta_E, safe_E, T=4):
   """A rollout in which every env ends one episode at its last step."""
   E = theta_E.shape[0]
-  info = {'theta': jnp.broadcast_to(theta_E[None], (T, E, 1)),
+  info = {'theta': jnp.broadcast_to(theta_E[None], (T,) + theta_E.shape),
           'done': jnp.zeros((T, E), bool).at[-1].set(True),
           'safe': jnp.zeros((T, E), bool).at[-1].set(safe_E)}
   return ro.Batch(*([None] * 9), info=info)
@@ -339,7 +355,21 @@ def test_certificates_and_ablation_switches():
   assert np.isfinite(float(m['fge/loss_density']))
 
 
-def test_explore_picks_the_least_dense_candidate_not_predicted_feasible():
+@pytest.fixture(scope='module')
+def toy_fge():
+  """One compiled FGE update on ToyLevels (rho on the easy level, a one-unit
+  feasibility classifier, a pick every 2nd iteration, 5 rho candidates a
+  pick), shared by the explore-step tests below."""
+  c = fc.get_config('smoke')
+  c.fge.clf_hidden = (1,)
+  c.fge.pick_every, c.fge.rho_candidates = 2, 5
+  task = toylevels.ToyLevels(nominal_probs=(1.0, 0.0, 0.0))
+  sampler = fge_exp.make_sampler('fge', task, c)
+  return c, task, sampler, jax.jit(sampler.update, static_argnums=2)
+
+
+def test_explore_picks_the_least_dense_candidate_not_predicted_feasible(
+    toy_fge):
   """The explore step on a constructed state: a one-unit classifier predicts
   feasible (q ~ 1) exactly left of x = 20; the visited starts (the KDE)
   cover x in [19, 32] and [39, 41]; the collide buffer offers 3.6 (the
@@ -347,13 +377,12 @@ def test_explore_picks_the_least_dense_candidate_not_predicted_feasible():
   feasible); rho's candidates lie in the easy level. FGE must pick 42, the
   explore-only ablation (no filter) a candidate left of 20; the region
   diagnostics count what was offered, filtered and picked."""
-  c = fc.get_config('smoke')
-  c.fge.clf_hidden = (1,)
-  task = toylevels.ToyLevels(nominal_probs=(1.0, 0.0, 0.0))
+  c, task, fge_sampler, fge_update = toy_fge
   x0 = (20.0 - 25.0) / 25.0   # the boundary in obs feature 0, (x - 25) / 25
 
   def constructed(method):
-    sampler = fge_exp.make_sampler(method, task, c)
+    sampler = (fge_sampler if method == 'fge'
+               else fge_exp.make_sampler(method, task, c))
     s = sampler.init(jax.random.key(0))
     p = jax.tree.map(jnp.zeros_like, s.feas.params)
     d0, d1 = p['params']['Dense_0'], p['params']['Dense_1']
@@ -376,14 +405,16 @@ def test_explore_picks_the_least_dense_candidate_not_predicted_feasible():
     np.testing.assert_array_less(np.asarray(q[2:]), [0.4, 0.4])
     none_ended = _episode_batch(jnp.zeros((4, 1)), jnp.zeros(4, bool))
     none_ended.info['done'] = jnp.zeros_like(none_ended.info['done'])
-    return jax.jit(lambda st: sampler.update(st, none_ended, None, 0))(s)
+    update = (fge_update if method == 'fge'
+              else jax.jit(sampler.update, static_argnums=2))
+    return update(s, none_ended, None, 0)
 
   s, m = constructed('fge')
   assert float(m['fge/explore_theta']) == pytest.approx(42.0)
   assert float(s.explore.newest()[0]) == pytest.approx(42.0)
   offered = sum(float(m[f'fge/diag_offered/{r}']) for r in
                 task.region_names)
-  assert offered == c.fge.explore_candidates   # 2 collide + the rest rho
+  assert offered == 2 + c.fge.rho_candidates   # 2 collide + the capped rho
   assert float(m['fge/diag_picked/hard']) == 1.0
   assert float(m['fge/diag_filtered/hard']) == 0.0
   assert 1.0 <= float(m['fge/diag_filtered/easy']) < float(
@@ -394,20 +425,17 @@ def test_explore_picks_the_least_dense_candidate_not_predicted_feasible():
   assert float(m['fge/diag_filtered/easy']) == 0.0
 
 
-def test_pick_every_rho_cap_and_first_certificate():
+def test_pick_every_rho_cap_and_first_certificate(toy_fge):
   """`pick_every = 2` pushes explore and rehearsal picks (and counts the
   diagnostics) on even iterations only; `rho_candidates` caps the rho
   candidates a pick sees; the first certified theta of a region records
   its iteration."""
-  c = fc.get_config('smoke')
-  c.fge.pick_every, c.fge.rho_candidates = 2, 5
-  task = toylevels.ToyLevels()
-  sampler = fge_exp.make_sampler('fge', task, c)
-  update = jax.jit(sampler.update, static_argnums=2)
+  c, task, sampler, update = toy_fge
+  assert (c.fge.pick_every, c.fge.rho_candidates) == (2, 5)
   s = sampler.init(jax.random.key(0))
-  safe_easy = _episode_batch(jnp.array([[10.0], [12.0]]),
-                             jnp.array([True, True]))
-  none = _episode_batch(jnp.zeros((2, 1)), jnp.zeros(2, bool))
+  safe_easy = _episode_batch(jnp.array([[10.0], [12.0], [10.0], [12.0]]),
+                             jnp.ones(4, bool))
+  none = _episode_batch(jnp.zeros((4, 1)), jnp.zeros(4, bool))
   none.info['done'] = jnp.zeros_like(none.info['done'])
   counts = []
   for t, batch in enumerate([none, none, none, safe_easy, none]):
