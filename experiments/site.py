@@ -51,7 +51,7 @@ STALE: dict[str, str] = {
         'ran before fca9735, which made env_steps_per_s the whole vmapped '
         'run\'s throughput (these runs record it per agent); the claims '
         'are unchanged; rerun pending')
-       for v in ('brax', 'rkhs')},
+       for v in ('brax',)},
 }
 
 
