@@ -47,11 +47,6 @@ STALE: dict[str, str] = {
         'the defaults and added the ACCEL, PAIRED, SFL and VDS baselines; '
         'rerun pending')
        for v in ('dubins_skewed',)},
-    **{f'kernel_ppo/{v}': (
-        'ran before fca9735, which made env_steps_per_s the whole vmapped '
-        'run\'s throughput (these runs record it per agent); the claims '
-        'are unchanged; rerun pending')
-       for v in ('brax',)},
 }
 
 
