@@ -4,16 +4,20 @@
   python -m experiments.bwcache --config=configs/bwcache.py:smoke --workdir=/tmp/bwc
 
 Trains an AdaLN-zero DiT on 8x8 digits per objective (rectified flow,
-sampled by Euler; VP eps-prediction, sampled by DDIM), then samples the same
+sampled by Euler; VP v-prediction, sampled by DDIM), then samples the same
 noise uncached, with BWCache over a delta x R sweep, and with fewer uniform
-steps at the block budget BWCache used; PSNR against the uncached samples.
+steps at the block budget BWCache used; PSNR against the converged ODE
+solution, Frechet distance to the data.
 
 Variants:
   smoke    (CI, ~1 min) tiny DiT, a few training steps, the flow case.
-  default  (CPU, ~20 min) DiT width 64 x 4 blocks, 1500 steps, 2 seeds; the
-           flow, cfg (guidance 1.5) and vp_eps cases; T in {20, 50}; deltas
+  default  (CPU, ~30 min) DiT width 64 x 4 blocks, 1500 steps, 3 seeds; the
+           flow, cfg (guidance 1.5) and vp_v cases; T in {20, 50}; deltas
            0.01-0.15; R = 10% of T; 256 noises; converged reference: 200
-           Heun steps (flow, cfg) / 1000 DDIM steps (vp_eps).
+           Heun steps (flow, cfg) / 1000 DDIM steps (vp_v). `vp_eps` (the
+           eps-prediction VP model) is a case too, but its 50-step DDIM is
+           ~19 dB from its own converged solution, so it fails the
+           convergence gate and no claim compares on it.
   paper    CIFAR-10 (32x32x3, 10 classes) from a local TFDS folder (prepare
            it elsewhere: `tfds build cifar10 --file_format=array_record`,
            then --config.data_dir), DiT-S/2 (width 384 x 12 blocks, 6
@@ -22,10 +26,13 @@ Variants:
            DiTs of 1-13B parameters (not downloadable here); BWCache is
            training-free, so any trained DiT exercises the same algorithm.
 
-Claims (experiments/bwcache.py), per case: (i) the paper's defaults (delta
-0.15, R = 10% of T = 50): >= 1.5x fewer block evaluations at a Frechet
-distance to the data within `fd_margin` of the uncached sampler's (control:
-one reuse window to the horizon); (ii) at T in num_steps, BWCache closer to
+Claims (experiments/bwcache.py), per case, made only where the uncached
+sampler is within `min_uncached_psnr` dB of the converged solution: (i) the
+paper's defaults (delta 0.15, R = 10% of T = 50): >= 1.5x fewer block
+evaluations at a Frechet distance to the data within `fd_margin` of the
+uncached sampler's and below that of fewer uniform steps at the same block
+budget (control: that uniform sampler, which keeps FD within the margin
+too); (ii) at T in num_steps, BWCache closer to
 the converged ODE solution than fewer uniform steps at the same budget (the
 paper's Table 3); (iii) at `binding_delta` the indicator rejects some of the
 windows the schedule allows and places the rest better than the schedule
@@ -46,8 +53,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.seed = 0
   c.dataset = 'digits'          # or 'cifar10' (read from data_dir)
   c.data_dir = ''
-  c.num_seeds = 2
-  c.cases = ('flow', 'cfg', 'vp_eps')
+  c.num_seeds = 3
+  c.cases = ('flow', 'cfg', 'vp_v')
   c.num_steps = (20, 50)
   c.deltas = (0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.15)
   c.reuse_fractions = (0.1,)          # R = max(1, round(f T))
@@ -60,6 +67,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.reference_steps = 200             # Heun (velocity models)
   c.ddim_reference_steps = 1000       # DDIM (VP): first order, needs more
   c.fd_margin = 0.10
+  c.min_uncached_psnr = 30.0          # dB to the converged solution
   c.timing_repeats = 5
   c.num_samples = 256
   c.patch = 2

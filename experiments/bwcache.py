@@ -11,7 +11,11 @@ Trains an AdaLN-zero DiT per case (seeds vmapped):
   cfg     class-conditional rectified flow sampled with classifier-free
           guidance (scale `guidance`; curved paths, as the class-conditional
           image DiTs of the paper's appendix);
-  vp_eps  VP eps-prediction, deterministic DDIM (curved paths).
+  vp_v    VP v-prediction, deterministic DDIM (curved paths);
+  vp_eps  VP eps-prediction, deterministic DDIM: not in the default cases.
+          Its x0_hat divides by alpha_1 ~ 0.0085, so its 50-step sampler
+          sits ~19 dB from its own 1000-step solution and fails the
+          convergence gate below (the earlier "VP wins" came from it).
 
 then sweeps BWCache's threshold delta and reuse count R at T sampling steps
 against (a) the uncached T-step sampler, (b) fewer uniform steps at the same
@@ -25,7 +29,10 @@ data (Frechet distance to the test split in a digits classifier's feature
 space, for `cfg` also the classifier's agreement with the requested class;
 on CIFAR-10 in the fixed random-conv features of `features`).
 Claims: the paper's speed-up at matched quality (arXiv 2509.13789,
-Sec. 4), each with a control (see `evaluate_claims`).
+Sec. 4), each with a control (see `evaluate_claims`). No comparison is made
+at a T whose uncached sampler is more than `min_uncached_psnr` dB from the
+converged solution: a cache cannot be judged against a sampler that has not
+converged (the claim is then recorded as not holding, saying why).
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from iclrjax.diffusion.bwcache import (converged_reference, delta_sweep,
 
 # case -> (training objective, sampler, class-conditional).
 CASES = {'flow': ('flow', 'euler', False), 'cfg': ('flow', 'euler', True),
+         'vp_v': ('vp_v', 'ddim_v', False),
          'vp_eps': ('vp_eps', 'ddim', False)}
 NUM_CLASSES = 10
 # dataset -> image side (both have 10 classes).
@@ -82,6 +90,9 @@ def config_schema() -> dict[str, Any]:
       'reference_steps': cfg_lib.Int(min=4, help='Heun steps (velocity)'),
       'ddim_reference_steps': cfg_lib.Int(min=4, help='DDIM steps (VP)'),
       'fd_margin': pos,
+      'min_uncached_psnr': cfg_lib.Float(
+          min=0.0, help='dB: the uncached T-step sampler must be this close '
+          'to the converged solution before any claim compares at T'),
       'timing_repeats': cfg_lib.Int(min=1),
       'num_samples': cfg_lib.Int(min=2),
       'patch': cfg_lib.Int(min=1),
@@ -152,7 +163,8 @@ def reuse_steps(fraction: float, num_steps: int) -> int:
 
 
 def _reference_steps(cfg, sampler: str) -> int:
-  return cfg.ddim_reference_steps if sampler == 'ddim' else cfg.reference_steps
+  return (cfg.ddim_reference_steps if sampler.startswith('ddim')
+          else cfg.reference_steps)
 
 
 def _tag(case: str, num_steps: int) -> str:
@@ -386,7 +398,24 @@ def _plots(r, cfg, metrics, sweeps, samples) -> None:
                      title=f'{case}: samples from the same noise')
 
 
+def _gate(cfg, m, case, T) -> tuple[bool, str]:
+  """(comparable, why not): the uncached T-step sampler within
+  `min_uncached_psnr` dB of the converged solution on every seed."""
+  p = np.asarray(m[f'uncached_psnr_ref/{_tag(case, T)}'], float)
+  ok = bool(np.all(p >= cfg.min_uncached_psnr))
+  why = ('' if ok else
+         f'NOT COMPARED: the uncached {T}-step sampler is '
+         f'{float(np.min(p)):.1f} dB from its converged solution, below the '
+         f'{cfg.min_uncached_psnr:g} dB gate (min_uncached_psnr); ')
+  return ok, why
+
+
 def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
+  """Per case: (i) the paper's defaults against fewer uniform steps at the
+  same block budget, scored on the data (FD); (ii) the same contest scored
+  against the converged ODE solution (PSNR) at every T; (iii) delta binds
+  and the indicator places reuse better than the schedule alone. Every
+  comparison at T needs the uncached T-step sampler to pass `_gate`."""
   claims = []
   get = lambda k: float(np.mean(m[k]))
   T = cfg.headline_steps
@@ -394,34 +423,49 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
   R = reuse_steps(cfg.headline_reuse_fraction, T)
   margin = cfg.fd_margin
   for case in cfg.cases:
-    # (i) the paper's defaults: fewer evaluations, quality kept (FD to data).
+    # (i) the paper's defaults: fewer evaluations, quality kept (FD to data),
+    # against the other way to spend fewer evaluations: fewer steps.
     tag, key = _tag(case, T), _key(case, T, d, R)
+    ok, why = _gate(cfg, m, case, T)
     sp, fd = get(f'speedup/{key}'), get(f'fd/{key}')
+    usp = T / get(f'uniform_steps/{key}')
     fd0 = get(f'uncached_fd/{tag}')
-    passes = lambda sp_, fd_: bool(sp_ >= 1.5 and fd_ <= fd0 * (1 + margin))
-    # Control: one reuse window over the whole allowed half (delta = inf,
-    # R = T): the most caching the schedule admits.
-    ctl_sp, ctl_fd = get(f'maxreuse_speedup/{tag}'), get(f'maxreuse_fd/{tag}')
+    fd_s, ufd_s = m[f'fd/{key}'], m[f'uniform_fd/{key}']
+
+    def passes(sp_, fd_seeds, ok=ok, fd0=fd0, ufd_s=ufd_s):
+      return bool(ok and sp_ >= 1.5
+                  and np.mean(fd_seeds) <= fd0 * (1 + margin)
+                  and np.all(np.asarray(fd_seeds) < ufd_s))
+
     wall = (f'; wall clock {get(f"wall_speedup/{tag}"):.2f}x (median of '
             f'{cfg.timing_repeats}, compute ceiling {sp:.2f}x)'
             if f'wall_speedup/{tag}' in m else '')
     claims.append(launch.Claim(
         claim=(f'[{case}] BWCache at the paper\'s defaults (delta {d:g}, R '
-               f'{R} = 10% of T = {T}): >= 1.5x fewer block evaluations with '
+               f'{R} = 10% of T = {T}): >= 1.5x fewer block evaluations at '
                f'a Frechet distance to the data within {margin:.0%} of the '
-               f'uncached {T}-step sampler\'s.'),
-        holds=passes(sp, fd),
-        evidence=(f'{sp:.2f}x fewer block evaluations; FD {fd:.3f} vs '
-                  f'uncached {fd0:.3f} ({fd / fd0 - 1:+.1%}); PSNR vs the '
-                  f'converged solution {get(f"psnr_ref/{key}"):.1f} dB '
-                  f'(uncached {get(f"uncached_psnr_ref/{tag}"):.1f}), vs the '
-                  f'uncached sampler {get(f"psnr/{key}"):.1f} dB{wall}'),
+               f'uncached {T}-step sampler\'s and below that of fewer '
+               'uniform steps at the same block budget, on every seed.'),
+        holds=passes(sp, fd_s),
+        evidence=(f'{why}{sp:.2f}x fewer block evaluations; FD {fd:.3f} vs '
+                  f'uncached {fd0:.3f} ({fd / fd0 - 1:+.1%}) and uniform '
+                  f'{float(np.mean(ufd_s)):.3f} (per seed BWCache '
+                  f'{np.round(fd_s, 2).tolist()}, uniform '
+                  f'{np.round(ufd_s, 2).tolist()}); PSNR vs the converged '
+                  f'solution {get(f"psnr_ref/{key}"):.1f} dB (uncached '
+                  f'{get(f"uncached_psnr_ref/{tag}"):.1f}); one reuse window '
+                  f'to the horizon (delta inf, R = T) '
+                  f'{get(f"maxreuse_speedup/{tag}"):.2f}x, FD '
+                  f'{get(f"maxreuse_fd/{tag}"):.3f}{wall}'),
         control=launch.control_text(
-            'one reuse window to the horizon (delta inf, R = T)',
-            f'{ctl_sp:.2f}x fewer, FD {ctl_fd:.3f} ({ctl_fd / fd0 - 1:+.1%})',
-            passes(ctl_sp, ctl_fd))))
+            f'uniform {get(f"uniform_steps/{key}"):.0f} steps at the same '
+            'block budget (it also keeps FD within the margin)',
+            f'{usp:.2f}x fewer, FD {float(np.mean(ufd_s)):.3f} '
+            f'({float(np.mean(ufd_s)) / fd0 - 1:+.1%})',
+            passes(usp, ufd_s))))
     # (ii) the paper's Table 3: caching beats step reduction at equal budget.
     for steps in cfg.num_steps:
+      ok, why = _gate(cfg, m, case, steps)
       Rs = reuse_steps(cfg.headline_reuse_fraction, steps)
       key = _key(case, steps, d, Rs)
       diff = m[f'psnr_ref/{key}'] - m[f'uniform_psnr_ref/{key}']
@@ -431,19 +475,21 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
                  'closer to the converged ODE solution than fewer uniform '
                  'steps at the same block budget (PSNR, same noise), on '
                  'every seed.'),
-          holds=bool(np.all(diff > 0)),
-          evidence=(f'BWCache {get(f"block_evals/{key}"):.0f} block evals '
-                    f'{get(f"psnr_ref/{key}"):.1f} dB, FD '
+          holds=bool(ok and np.all(diff > 0)),
+          evidence=(f'{why}BWCache {get(f"block_evals/{key}"):.0f} block '
+                    f'evals {get(f"psnr_ref/{key}"):.1f} dB, FD '
                     f'{get(f"fd/{key}"):.3f}; uniform '
                     f'{get(f"uniform_steps/{key}"):.0f} steps '
                     f'{get(f"uniform_psnr_ref/{key}"):.1f} dB, FD '
-                    f'{get(f"uniform_fd/{key}"):.3f}; difference '
-                    f'{mu:+.2f} +- {ci:.2f} dB (per seed '
+                    f'{get(f"uniform_fd/{key}"):.3f}; uncached {steps} '
+                    f'steps {get(f"uncached_psnr_ref/{_tag(case, steps)}"):.1f}'
+                    f' dB; difference {mu:+.2f} +- {ci:.2f} dB (per seed '
                     f'{np.round(diff, 2).tolist()})'),
           control=launch.control_text(
               'the uniform sampler itself',
               f'{get(f"uniform_psnr_ref/{key}"):.1f} dB', False)))
     # (iii) delta binds and the indicator's placement matters.
+    ok, why = _gate(cfg, m, case, T)
     db, Rb = cfg.binding_delta, reuse_steps(cfg.headline_reuse_fraction, T)
     key = _key(case, T, db, Rb)
     trig = get(f'triggers/{key}')
@@ -457,10 +503,10 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
                'maximum and is closer to the converged solution than the '
                'same number of windows placed at the first steps the '
                'schedule allows, on every seed.'),
-        holds=bool(0 < trig < trig_max and np.all(diff > 0)),
-        evidence=(f'{trig:.1f} windows (schedule maximum {trig_max:.1f}), '
-                  f'{get(f"block_evals/{key}"):.0f} block evals, '
-                  f'{get(f"psnr_ref/{key}"):.1f} dB, FD '
+        holds=bool(ok and 0 < trig < trig_max and np.all(diff > 0)),
+        evidence=(f'{why}{trig:.1f} windows (schedule maximum '
+                  f'{trig_max:.1f}), {get(f"block_evals/{key}"):.0f} block '
+                  f'evals, {get(f"psnr_ref/{key}"):.1f} dB, FD '
                   f'{get(f"fd/{key}"):.3f}; schedule-only '
                   f'{get(f"sched_block_evals/{key}"):.0f} evals '
                   f'{get(f"sched_psnr_ref/{key}"):.1f} dB, FD '

@@ -51,18 +51,21 @@ counts stay exact but wall-clock savings vanish. delta and R are traced, so
 one compilation serves a whole sweep.
 
 Samplers (`sampler`): 'euler' -- rectified flow, the network predicts the
-velocity, x_{k+1} = x_k + (t_{k+1} - t_k) v; 'ddim' -- VP eps-prediction,
-deterministic DDIM (`flow.ddim_update`; curved trajectories); or any
-callable update(x, out, t, s) -> x_next.
+velocity, x_{k+1} = x_k + (t_{k+1} - t_k) v; 'ddim_v' / 'ddim' -- VP
+v- / eps-prediction, deterministic DDIM (`flow.ddim_v_update`,
+`flow.ddim_update`; curved trajectories); or any callable
+update(x, out, t, s) -> x_next.
 
-A CPU demo (not a test; one seed, DiT width 64 x 4 blocks, 1500 steps on
-digits, 256 noises, PSNR vs the uncached sampler) gave: rectified flow,
-Euler T = 50: J-shaped indicator (0.034 at step 1, 0.012-0.03 mid, 0.186 at
-the end); delta 0.15, R = 5: 120 evals (1.67x) at 36.3 dB vs 48.3 dB for
-uniform 30 steps -- step reduction wins, as in the pilot. VP eps + DDIM,
-T = 25: delta 0.05, R = 1: 84 evals (1.19x) 45.2 dB vs uniform 21 steps
-30.8 dB; delta 0.15, R = 2: 68 evals (1.47x) 37.4 dB vs 23.1 dB -- caching
-wins on the curved sampler. PSNR fell monotonically with delta in both.
+A CPU pilot (not a test; one seed, DiT width 64 x 4 blocks, 1500 steps on
+digits, 256 noises, PSNR against the converged solution of the same noise):
+VP v-prediction + DDIM, whose uncached sampler is converged (T = 20: 36.4
+dB, T = 50: 44.3 dB from 1000 DDIM steps): delta 0.15, R = 5 at T = 50
+gives 124 evals (1.61x) at 36.9 dB vs 40.2 dB for uniform 31 steps; at
+T = 20, R = 2: 60 evals, 34.3 vs 34.1 dB. Step reduction wins or ties, as
+on rectified flow (T = 50: 33.5 vs 39.9 dB). An eps-prediction VP model
+seemed to favour caching (+0.5 dB at T = 50), but its uncached 50-step DDIM
+was 19 dB from its own converged solution: the comparison was between two
+unconverged samplers.
 
 The experiment (runner, sweeps, claims, plots) is `experiments/bwcache.py`.
 """
@@ -137,7 +140,7 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
     num_steps: T.
     delta: trigger threshold (0: never; inf: whenever allowed).
     reuse_steps: R, the steps skipped per trigger.
-    sampler: 'euler', 'ddim' or update(x, out, t, s).
+    sampler: 'euler', 'ddim', 'ddim_v' or update(x, out, t, s).
     indicator_blocks: blocks averaged in the indicator (None: all).
     cache: False gives the uncached sampler (no `cond`, no skipping; the
       indicator is still recorded at every step k >= 1).
@@ -345,8 +348,9 @@ def converged_reference(model: dit_lib.DiT, params: Any, x1: jax.Array,
   reduction both approximate (jitted, memoised per model and num_steps).
 
   'euler' (a velocity model): Heun (second order) with num_steps steps;
-  'ddim' (an eps model): DDIM, a first-order solver of the VP probability-
-  flow ODE in its exponential-integrator form, with num_steps steps.
+  'ddim' / 'ddim_v' (a VP eps / v model): DDIM, a first-order solver of the
+  VP probability-flow ODE in its exponential-integrator form, with
+  num_steps steps.
   `reference_error` says how converged a given num_steps is.
   """
   if sampler == 'euler':

@@ -15,11 +15,16 @@ Heun (two; second order). The samplers take any `velocity(x, t)` with t a
 float32 scalar shared by the batch.
 
 For a curved-trajectory comparison (BWCache criterion ii) the module also
-has a VP eps-prediction model: x_t = alpha_t x0 + sigma_t eps with the cosine
-schedule alpha_t = cos(pi/2 * t_max * t), sigma_t = sin(pi/2 * t_max * t)
-(t_max < 1 keeps alpha_1 > 0), the eps loss, and the deterministic DDIM
-sampler (x0_hat = (x - sigma_t eps_hat) / alpha_t,
-x_s = alpha_s x0_hat + sigma_s eps_hat).
+has VP models: x_t = alpha_t x0 + sigma_t eps with the cosine schedule
+alpha_t = cos(pi/2 * t_max * t), sigma_t = sin(pi/2 * t_max * t) (t_max < 1
+keeps alpha_1 > 0), trained either to predict eps ('vp_eps') or the velocity
+v = alpha_t eps - sigma_t x0 ('vp_v'; Salimans & Ho 2022, "Progressive
+distillation", Sec. 4), and the deterministic DDIM sampler
+(x_s = alpha_s x0_hat + sigma_s eps_hat). With eps-prediction
+x0_hat = (x - sigma_t eps_hat) / alpha_t divides by alpha_1 ~ 0.0085 at the
+first step, so the early steps amplify the net's error ~100x and DDIM needs
+hundreds of steps to converge; with v-prediction x0_hat = alpha_t x -
+sigma_t v_hat and eps_hat = sigma_t x + alpha_t v_hat divide by nothing.
 
 `make_trainer(model, train_x, c)` returns (init, step) in the form of
 `core.loop` (init(key) -> state, step(state, t, train_x) -> (state,
@@ -223,8 +228,39 @@ def ddim_sample(eps_fn: Velocity, x1: jax.Array, num_steps: int) -> jax.Array:
   return jax.lax.scan(body, x1, jnp.arange(num_steps))[0]
 
 
-UPDATES = {'euler': euler_update, 'ddim': ddim_update}
-OBJECTIVES = {'flow': flow_loss, 'vp_eps': vp_eps_loss}
+def vp_v_target(x0: jax.Array, eps: jax.Array, t: jax.Array) -> jax.Array:
+  """v = alpha_t eps - sigma_t x0 (t broadcastable against x0)."""
+  a, s = schedules.cosine_alpha_sigma(t)
+  return a * eps - s * x0
+
+
+def vp_v_loss(v_fn: Velocity, x0: jax.Array, key: jax.Array,
+              t_dist: str = 'uniform', logit_mean: float = 0.0,
+              logit_std: float = 1.0) -> jax.Array:
+  """mean (v_theta(alpha_t x0 + sigma_t eps, t) - v)^2 with
+  v = alpha_t eps - sigma_t x0 (v-prediction; Salimans & Ho 2022, Sec. 4)."""
+  k_t, k_eps = jax.random.split(key)
+  t = sample_t(k_t, x0.shape[:1], t_dist, logit_mean, logit_std)
+  eps = jax.random.normal(k_eps, x0.shape, x0.dtype)
+  a, s = schedules.cosine_alpha_sigma(t)
+  x_t = bcast_time(a, x0) * x0 + bcast_time(s, x0) * eps
+  return jnp.mean((v_fn(x_t, t) - vp_v_target(x0, eps, bcast_time(t, x0)))
+                  ** 2)
+
+
+def ddim_v_update(x: jax.Array, v: jax.Array, t: jax.Array, s: jax.Array
+                  ) -> jax.Array:
+  """Deterministic DDIM step from t to s given the v prediction:
+  x0_hat = alpha_t x - sigma_t v, eps_hat = sigma_t x + alpha_t v
+  (alpha^2 + sigma^2 = 1), x_s = alpha_s x0_hat + sigma_s eps_hat."""
+  a_t, s_t = schedules.cosine_alpha_sigma(t)
+  a_s, s_s = schedules.cosine_alpha_sigma(s)
+  return a_s * (a_t * x - s_t * v) + s_s * (s_t * x + a_t * v)
+
+
+UPDATES = {'euler': euler_update, 'ddim': ddim_update,
+           'ddim_v': ddim_v_update}
+OBJECTIVES = {'flow': flow_loss, 'vp_eps': vp_eps_loss, 'vp_v': vp_v_loss}
 
 
 # ----------------------------------------------------------------------------
@@ -253,7 +289,8 @@ def make_trainer(model, train_x: jax.Array, c: Any):
 
   Args:
     model: a flax module called as model.apply(params, x [B, ...], t [B]);
-      it predicts the velocity (objective 'flow') or eps ('vp_eps').
+      it predicts the velocity (objective 'flow'), eps ('vp_eps') or the
+      VP velocity alpha_t eps - sigma_t x0 ('vp_v').
     train_x: the training set [n, ...] (e.g. `digits()`), or anything with
       its `shape` and `dtype`: only they are used here. Pass the array
       itself to `step` as `data` (`r.train(..., data=train_x)`).
@@ -261,7 +298,7 @@ def make_trainer(model, train_x: jax.Array, c: Any):
       fields with defaults: batch_size 128, learning_rate 1e-3,
       weight_decay 0.0, b1 0.9, b2 0.999, warmup_steps 0 (linear LR
       warm-up), grad_clip 1.0 (global norm; 0 disables), ema_decay 0.999,
-      objective 'flow' | 'vp_eps', t_dist 'uniform' | 'logit_normal',
+      objective 'flow' | 'vp_eps' | 'vp_v', t_dist 'uniform' | 'logit_normal',
       logit_mean 0.0, logit_std 1.0, label_dropout 0.1.
 
   A class-conditional model (`model.num_classes` > 0, e.g. `dit.DiT`) is
@@ -335,6 +372,7 @@ def make_trainer(model, train_x: jax.Array, c: Any):
 __all__: Sequence[str] = [
     'OBJECTIVES', 'SAMPLE_METHODS', 'TrainState', 'UPDATES', 'VP_T_MAX',
     'batch_time', 'bcast_time', 'ddim_sample', 'reverse_time', 'sample',
-    'ddim_update', 'digits', 'ema_decay', 'euler_sample', 'euler_update',
+    'ddim_update', 'ddim_v_update', 'digits', 'ema_decay', 'euler_sample', 'euler_update',
     'flow_loss', 'heun_sample', 'interpolate', 'make_trainer', 'sample_t',
-    'time_grid', 'velocity_target', 'vp_eps_loss']
+    'time_grid', 'velocity_target', 'vp_eps_loss', 'vp_v_loss',
+    'vp_v_target']

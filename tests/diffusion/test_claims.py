@@ -65,15 +65,14 @@ def small_flow_dit():
   return model, jax.tree.map(lambda a: a[0], res.state.ema)
 
 
-def test_bwcache_keeps_the_converged_solution_where_max_reuse_does_not(
-    small_flow_dit):
-  """Claim (i) in small (a 32-wide DiT, 600 steps, 128 noises), scored
-  against the converged solution (200 Heun steps), not the uncached
-  sampler: the paper's defaults (delta 0.15, R = 10% of T = 50) save >= 1.5x
-  block evaluations and stay within 15 dB of the uncached 50-step sampler's
-  PSNR; the control, one reuse window to the horizon (delta inf, R = T),
-  saves more and loses more than that (default run, flow: 33.5 vs 44.4 dB,
-  control 21.5 dB)."""
+def test_bwcache_claims_in_small(small_flow_dit):
+  """Claims (i)-(ii) in small (a 32-wide DiT, 600 steps, 128 noises), scored
+  against the converged solution (200 Heun steps). The uncached 50-step
+  sampler passes the run's convergence gate (>= 30 dB); the paper's
+  defaults (delta 0.15, R = 10% of T = 50) save >= 1.5x block evaluations;
+  the maximal-reuse schedule (delta inf, R = T) loses far more than
+  BWCache; and fewer uniform steps at BWCache's budget beat it, as in the
+  default run (flow, T = 50: 39.9 vs 33.5 dB)."""
   model, params = small_flow_dit
   noise = jax.random.normal(jax.random.key(1), (128, 8, 8, 1))
   ref = bwcache.converged_reference(model, params, noise, 200)
@@ -81,12 +80,13 @@ def test_bwcache_keeps_the_converged_solution_where_max_reuse_does_not(
   out = bwcache.delta_sweep(model, params, noise, 50, deltas=(0.15,),
                             reuse_steps=(5,), reference=ref)
   head, uncached = out['rows'][0], out['reference']['psnr_ref']
-  assert head['speedup'] >= 1.5 and head['psnr_ref'] >= uncached - 15, (
-      head, uncached)
+  assert uncached >= bwcache_config.get_config().min_uncached_psnr, uncached
+  assert head['speedup'] >= 1.5, head
   ctl = bwcache.make_sampler(model, 50)(params, noise, jnp.inf, 50)
   ctl_psnr = bwcache.psnr(ctl.samples, ref)
-  assert 50 * model.depth / int(ctl.block_evals) > 1.5
-  assert ctl_psnr < uncached - 15, (ctl_psnr, uncached)
+  assert 50 * model.depth / int(ctl.block_evals) > head['speedup']
+  assert ctl_psnr < head['psnr_ref'] - 5, (ctl_psnr, head)
+  assert head['uniform_psnr_ref'] > head['psnr_ref'] + 2, head
 
 
 # -- full default runs (slow) --------------------------------------------------------
