@@ -11,8 +11,9 @@ Trains the flow teachers (one per sigma_p, seeds vmapped), distils the
 one-step student from the sigma_p = student_sigma_p teacher, and scores
 PSNR vs HR and FD to real digits for the LR input, every teacher (N-step
 Euler and its one-step jump), the student over the knob t and the
-undistilled model used as the student; claims (i)-(v) and the
-gap-closure criterion (vi), each with a control.
+undistilled model used as the student; claims (i)-(iii) and the
+gap-closure criterion (vi), each with a control ((v), a fixed 0.2x of the
+one-step jump's FD, is retired: the 32-step teacher itself misses it).
 
 Realism (FD) is measured in a digits classifier's features for digits and,
 for photographs, in a fixed random conv net's features
@@ -414,9 +415,10 @@ def _plots(r, c, m: dict[str, np.ndarray], grid: dict[str, np.ndarray]
 
 
 def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
-  """Criteria (i)-(v), each with a control that fails it; (v) is
-  scored against the teacher's natural one-step Euler jump, and
-  (vi) is the gap-closure form of the same question."""
+  """Criteria (i)-(iii) and (vi), each with a control that fails it; (vi)
+  scores the student against the teacher's natural one-step Euler jump as
+  the fraction of the jump-to-teacher FD gap it closes (criterion (v), a
+  fixed 0.2x of the jump's FD, is retired: the teacher itself misses it)."""
   mean = lambda k: float(np.mean(m[k]))
   lo, hi = c.knob_ts[0], c.knob_ts[-1]
   n = c.teacher_eval_steps
@@ -467,24 +469,13 @@ def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
         control=launch.control_text(
             f'the sigma_p={sp:g} teacher against itself across seeds (worst '
             'over best seed)', f'FD ratio {null:.2f}', null >= 1.5)))
+  # Criterion (v) of earlier runs, FD(student) <= 0.2x FD(one-step jump),
+  # is retired: the 32-step teacher itself sits at ~0.36x, so the threshold
+  # asked for a student far better than its teacher. (vi) measures the same
+  # question against what the teacher reaches; the ratio stays in evidence.
   undist = u[hi][1]
   jump = mean(f'fd/{_tag(sp)}_1step')
   teach = mean(f'fd/{_tag(sp)}_euler{n}')
-  claims.append(launch.Claim(
-      claim=(f'(v) Distillation beats the natural one-step sampler: the '
-             f'student at t={hi:g} has FD <= 0.2x that of the teacher\'s '
-             'one-step Euler jump from t=eps (our criterion v; its '
-             '0.2 was calibrated against the undistilled model used as the '
-             'student).'),
-      holds=f_hi <= 0.2 * jump,
-      evidence=(f'FD {f_hi:.3f} vs jump {jump:.3f} (ratio '
-                f'{f_hi / jump:.3f}); the {n}-step teacher itself {teach:.3f} '
-                f'(ratio {teach / jump:.3f}): 0.2x would need a student '
-                'far better than its teacher'),
-      control=launch.control_text(
-          f'the undistilled model used as the student (t={hi:g})',
-          f'FD {undist:.3f} (ratio {undist / jump:.3f})',
-          undist <= 0.2 * jump)))
   closed = (jump - f_hi) / (jump - teach)
   u_closed = (jump - undist) / (jump - teach)
   claims.append(launch.Claim(
@@ -492,7 +483,9 @@ def evaluate_claims(c, m: dict[str, np.ndarray]) -> list[Any]:
              f"the teacher's one-step Euler jump and its {n}-step output."),
       holds=bool(jump > teach and closed >= 0.8),
       evidence=(f'(FD jump {jump:.3f} - student {f_hi:.3f}) / (jump - '
-                f'{n}-step {teach:.3f}) = {closed:.3f}'),
+                f'{n}-step {teach:.3f}) = {closed:.3f}; FD ratios to the '
+                f'jump: student {f_hi / jump:.3f}, {n}-step teacher '
+                f'{teach / jump:.3f}'),
       control=launch.control_text(
           f'the undistilled model used as the student (t={hi:g})',
           f'{u_closed:.3f}', bool(jump > teach and u_closed >= 0.8))))

@@ -216,38 +216,67 @@ def shift(x: jax.Array, dy: int, dx: int, fill: float = BACKGROUND
 
 SHIFTS = {'shift_right': (0, 1), 'shift_left': (0, -1),
           'shift_down': (1, 0), 'shift_up': (-1, 0)}
-AUGMENTATIONS = ('identity', 'noise') + tuple(SHIFTS)
+# Photometric augmentations (no displacement): the control set of the shift
+# claim has as many tasks as the shift set, none of them a shift.
+BRIGHTNESS = 0.2   # added to every pixel ([-1, 1] scale)
+CONTRAST = 0.8     # the image's deviation from its mean is scaled by this
+AUGMENTATIONS = ('identity', 'noise', 'brightness', 'contrast',
+                 'blur') + tuple(SHIFTS)
+
+
+def blur3x3(x: jax.Array, fill: float = BACKGROUND) -> jax.Array:
+  """3x3 box blur of images [..., H, W, C], padded with `fill` (linear)."""
+  h, w = x.shape[-3], x.shape[-2]
+  pads = [(0, 0)] * (x.ndim - 3) + [(1, 1), (1, 1), (0, 0)]
+  xp = jnp.pad(x, pads, constant_values=fill)
+  return sum(xp[..., i:i + h, j:j + w, :] for i in range(3)
+             for j in range(3)) / 9.0
 
 
 def augment(name: str, x: jax.Array, key: jax.Array, noise_std: float,
-            noise: jax.Array | None = None) -> jax.Array:
-  """One named augmentation: 'identity', 'noise' (x + noise_std N(0, I); the
-  N(0, I) draw of `key`, or `noise` if given) or a 1-pixel shift
-  ('shift_right', 'shift_left', 'shift_down', 'shift_up')."""
+            noise: jax.Array | None = None, fill: float = BACKGROUND
+            ) -> jax.Array:
+  """One named augmentation of images [B, H, W, C], each differentiable:
+  'identity'; 'noise' (x + noise_std N(0, I); the N(0, I) draw of `key`, or
+  `noise` if given); 'brightness' (x + BRIGHTNESS); 'contrast' (mean +
+  CONTRAST (x - mean), per image); 'blur' (`blur3x3`); or a 1-pixel shift
+  ('shift_right', 'shift_left', 'shift_down', 'shift_up') that brings in
+  `fill` (the data's background; -1 for digits on [-1, 1])."""
   if name == 'identity':
     return x
   if name == 'noise':
     if noise is None:
       noise = jax.random.normal(key, x.shape, x.dtype)
     return x + noise_std * noise
+  if name == 'brightness':
+    return x + BRIGHTNESS
+  if name == 'contrast':
+    mean = jnp.mean(x, axis=(-3, -2, -1), keepdims=True)
+    return mean + CONTRAST * (x - mean)
+  if name == 'blur':
+    return blur3x3(x, fill)
   if name in SHIFTS:
-    return shift(x, *SHIFTS[name])
+    return shift(x, *SHIFTS[name], fill=fill)
   raise ValueError(f'unknown augmentation {name!r}; use one of '
                    f'{AUGMENTATIONS}')
 
 
-def aug_mask(names: Sequence[str]) -> np.ndarray:
-  """float32 [len(AUGMENTATIONS)]: 1 for the augmentations in `names`."""
+def check_augs(names: Sequence[str]) -> tuple[str, ...]:
+  """The augmentation set as a tuple (a static argument), checked."""
+  names = tuple(names)
   bad = sorted(set(names) - set(AUGMENTATIONS))
-  if bad:
-    raise ValueError(f'unknown augmentations {bad}; use {AUGMENTATIONS}')
-  return np.array([n in names for n in AUGMENTATIONS], np.float32)
+  if bad or not names:
+    raise ValueError(f'unknown or empty augmentations {bad or names}; use '
+                     f'a non-empty subset of {AUGMENTATIONS}')
+  return names
 
 
-def shift_attack_bit_accuracy(phi_fn: Phi, x: jax.Array, bits: jax.Array
-                              ) -> jax.Array:
-  """Bit accuracy per image, averaged over the four 1-pixel shifts: [B]."""
-  return jnp.mean(jnp.stack([bit_accuracy(phi_fn(shift(x, *d)), bits)
+def shift_attack_bit_accuracy(phi_fn: Phi, x: jax.Array, bits: jax.Array,
+                              fill: float = BACKGROUND) -> jax.Array:
+  """Bit accuracy per image, averaged over the four 1-pixel shifts
+  (bringing in `fill`): [B]."""
+  return jnp.mean(jnp.stack([bit_accuracy(phi_fn(shift(x, *d, fill=fill)),
+                                          bits)
                              for d in SHIFTS.values()]), 0)
 
 
@@ -457,11 +486,12 @@ def project_to_box(g: jax.Array, x0: jax.Array, lo: float = -1.0,
 
 
 def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
-                       key: jax.Array, mask: jax.Array, *,
-                       noise_std: float, tau: float, eta: float,
-                       budget: str = 'shared',
+                       key: jax.Array, augs: Sequence[str] = ('identity',),
+                       *, noise_std: float = 0.1, tau: float = 1.0,
+                       eta: float = 1e-3, budget: str = 'shared',
                        box: tuple[float, float] | None = None,
-                       chunk: int = 0) -> jax.Array:
+                       fill: float = BACKGROUND, chunk: int = 0
+                       ) -> jax.Array:
   """The guidance direction d (the descent step is -d) from the per-
   augmentation gradients g_T = grad log L(T(x0)) at x0.
 
@@ -481,20 +511,22 @@ def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
     x0: clean estimates [B, H, W, C] (the gradient is taken at them).
     u: antipodal messages [B, M].
     key: noise augmentation and PCGrad task orders.
-    mask: [len(AUGMENTATIONS)] 1/0: the augmentation set T.
+    augs: the augmentation set T (names of `AUGMENTATIONS`; static).
     noise_std, tau, eta: noise augmentation std, element-wise clip, norm floor.
+    fill: what shifts and the blur bring in at the border (`augment`).
 
   Returns:
     [B, H, W, C]: the per-image ascent direction d.
   """
   if budget not in BUDGETS:
     raise ValueError(f'budget must be one of {BUDGETS}, got {budget!r}')
+  augs = check_augs(augs)
   k_noise, k_order = jax.random.split(key)
   b = x0.shape[0]
 
   def grad_of(name, x, u, noise):
     def total(x):
-      xa = augment(name, x, k_noise, noise_std, noise)
+      xa = augment(name, x, k_noise, noise_std, noise, fill)
       return jnp.sum(jnp.log(wm_loss(phi_fn(xa), u) + LOG_EPS))
     return jax.grad(total)(x)  # per-image: images do not interact
 
@@ -503,7 +535,7 @@ def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
                                                  keepdims=True)))
 
   def per_image(x, u, noise):  # [B', tasks, H, W, C]
-    return jnp.stack([grad_of(n, x, u, noise) for n in AUGMENTATIONS], 1)
+    return jnp.stack([grad_of(n, x, u, noise) for n in augs], 1)
 
   noise = jax.random.normal(k_noise, x0.shape, x0.dtype)
   grads = jnp.moveaxis(nets.in_chunks(per_image, chunk)(x0, u, noise), 1, 0)
@@ -511,8 +543,7 @@ def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
     grads = project_to_box(grads, x0[None], *box)
   if budget == 'per_task':
     grads = unit(grads)
-  grads = grads * jnp.asarray(mask, grads.dtype).reshape(-1, 1, 1, 1, 1)
-  orders = jax.vmap(lambda kk: jax.random.permutation(kk, len(AUGMENTATIONS)))(
+  orders = jax.vmap(lambda kk: jax.random.permutation(kk, len(augs)))(
       jax.random.split(k_order, b))
   g = jax.vmap(pcgrad, in_axes=(1, 0))(grads, orders)
   g = jnp.clip(g, -tau, tau)
@@ -522,18 +553,22 @@ def guidance_direction(phi_fn: Phi, x0: jax.Array, u: jax.Array,
 def guided_sample(velocity: Velocity, phi_fn: Phi, x1: jax.Array,
                   u: jax.Array, key: jax.Array, *, num_steps: int,
                   guided_steps: int, omega: jax.Array | float,
-                  mask: jax.Array, estimate: str = 'tweedie',
-                  noise_std: float = 0.1, tau: float = 1.0,
-                  eta: float = 1e-3, clip_x0: bool = False,
-                  budget: str = 'shared', chunk: int = 0) -> jax.Array:
+                  augs: Sequence[str] = ('identity',),
+                  estimate: str = 'tweedie', noise_std: float = 0.1,
+                  tau: float = 1.0, eta: float = 1e-3,
+                  clip_x0: bool = False,
+                  box: tuple[float, float] = (-1.0, 1.0),
+                  fill: float = BACKGROUND, budget: str = 'shared',
+                  chunk: int = 0) -> jax.Array:
   """Euler sampling with watermark guidance in the last `guided_steps` steps.
 
   At a guided step k (t = t_k -> s = t_{k+1}): v = v_theta(x, t); x0hat by
   `estimate` ('tweedie' or 'complete'); vhat = v + omega d
-  (`guidance_direction` with `budget`); x <- x + (s - t) vhat. With
-  `clip_x0` the decoder sees the clipped x0hat and d is projected onto the
-  clip box [-1, 1]. omega = 0 (or an empty mask) is the unguided sampler.
-  `chunk`: images per decoder-gradient call (`guidance_direction`).
+  (`guidance_direction` with the augmentation set `augs`, `budget` and the
+  border `fill`); x <- x + (s - t) vhat. With `clip_x0` the decoder sees
+  x0hat clipped to the data range `box` (lo, hi) and d is projected onto
+  that box. omega = 0 is the unguided sampler. `chunk`: images per
+  decoder-gradient call (`guidance_direction`).
   Returns x at t = 0 (unclipped).
   """
   if estimate not in ('tweedie', 'complete'):
@@ -558,11 +593,11 @@ def guided_sample(velocity: Velocity, phi_fn: Phi, x1: jax.Array,
     else:
       x0 = complete_x0(velocity, x, v, ts, k, max(guided_steps - 1, 0))
     if clip_x0:  # the decoder sees what the user gets (`render`)
-      x0 = jnp.clip(x0, -1.0, 1.0)
-    d = guidance_direction(phi_fn, x0, u, jax.random.fold_in(key, k), mask,
+      x0 = jnp.clip(x0, *box)
+    d = guidance_direction(phi_fn, x0, u, jax.random.fold_in(key, k), augs,
                            noise_std=noise_std, tau=tau, eta=eta,
-                           budget=budget,
-                           box=(-1.0, 1.0) if clip_x0 else None, chunk=chunk)
+                           budget=budget, box=box if clip_x0 else None,
+                           fill=fill, chunk=chunk)
     return flow.euler_update(x, v + omega * d, t, s), None
 
   if guided_steps:
@@ -571,9 +606,9 @@ def guided_sample(velocity: Velocity, phi_fn: Phi, x1: jax.Array,
 
 
 __all__: Sequence[str] = [
-    'AUGMENTATIONS', 'BUDGETS', 'FlatResMLP', 'SHIFTS',
-    'WMDecoder', 'WMEncoder', 'Whitening', 'antipodal', 'aug_mask',
-    'augment', 'bit_accuracy', 'complete_x0', 'cosine', 'decode_bits',
+    'AUGMENTATIONS', 'BRIGHTNESS', 'BUDGETS', 'CONTRAST', 'FlatResMLP',
+    'SHIFTS', 'WMDecoder', 'WMEncoder', 'Whitening', 'antipodal',
+    'augment', 'blur3x3', 'check_augs', 'bit_accuracy', 'complete_x0', 'cosine', 'decode_bits',
     'exact_decoding_threshold', 'fit_whitening',
     'guidance_direction', 'guided_sample', 'make_decoder_trainer',
     'p_value', 'pcgrad', 'project_to_box', 'shift',

@@ -36,6 +36,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from iclrjax.diffusion import schedules
 
@@ -170,19 +171,32 @@ def u_of_t(t: jax.Array, unit: float = 1.0) -> jax.Array:
   return jnp.exp(-1.0 / t2)
 
 
+def u_mc_floor(unit: float = 1.0, dtype: Any = jnp.float32) -> float:
+  """The smallest t > 0 the u ~ U(0,1) estimator visits: u = 2^-m, the
+  smallest non-zero value `jax.random.uniform` returns in `dtype` (m = 23 for
+  float32, 52 for float64), gives t = unit / sqrt(m ln 2) (float32: 0.2505
+  unit). A draw below it is u = 0, t = 0, which contributes 0: the bound's
+  mass below the floor is never counted, however many draws are taken."""
+  m = jnp.finfo(dtype).nmant
+  return float(unit / np.sqrt(m * np.log(2.0)))
+
+
 def u_uniform_mc(sq_err: Integrand, key: jax.Array, num_draws: int,
                  batch_size: int, draws_per_call: int | None = None,
                  unit: float = 1.0, dtype: Any = jnp.float32) -> Estimate:
   """QDPM's estimator: int_0^inf t^-3 e(t) dt = E_{u ~ U(0,1)} e(t(u)) /
   (2 unit^2 u), with t(u) = `t_of_u(u, unit)` (t^-3 dt = du / (2 unit^2 u)).
 
-  u is drawn with `jax.random.uniform` in `dtype` (float32: multiples of
-  2^-23 in [0, 1), as a float32 implementation of the paper would; float64
-  under x64 resolves u down to ~1e-16, which does not remove the estimator's
-  low bias: t < 0.25 unit needs u < exp(-16) ~ 1e-7, a heavy tail that n
-  draws of a few thousand almost never visit). A draw u = 0 (t = 0)
-  contributes its limit 0, valid when e(t) / u -> 0 as t -> 0 (QDPM: e
-  vanishes super-exponentially).
+  u is drawn with `jax.random.uniform` in `dtype`. float32 (as a float32
+  implementation of the paper would) gives multiples of 2^-23 in [0, 1), so
+  the estimate covers only t >= `u_mc_floor` (0.2505 unit): it is biased
+  low by the bound's mass below that floor. float64 (under x64) resolves u
+  down to 2^-52; the bias then moves below t = 0.166 unit, but the integrand
+  e(t(u)) / u is heavy-tailed near u = 0, so the variance is infinite and
+  the typical estimate of a few thousand draws is still low: a "within
+  3 SE" test of it is ill-posed. A draw u = 0 (t = 0) contributes its limit
+  0, valid when e(t) / u -> 0 as t -> 0 (QDPM: e vanishes
+  super-exponentially).
 
   Args:
     sq_err: sq_err(key, t [B]) -> e(t) [B], e.g. ||x0 - xhat(x0 + t eps, t)||^2

@@ -60,11 +60,15 @@ the lower tail int_0^t_lo, which is below float32 resolution with the
 default t_lo = min(s/100, 0.1) (s = grid spacing): there the softround
 error needs |eps| > s / (2 t_lo) = 50 and u <= exp(-100).
 
-Units of the gate: the paper's u = exp(-1/t^2) is for integer-valued data
-(grid spacing 1); every function here takes `unit` (u = exp(-(unit/t)^2),
-`gate_unit`), and unit = the grid spacing makes QDPM on any data scale the
-integer-data model in other units (tested), while unit 1 on [-1, 1] data
-keeps the correction off below t ~ 3 grid steps.
+Units of the gate (a deviation of ours): the paper writes u = exp(-1/t^2)
+and feeds the net x_t / sqrt(1 + t^2), which suggests unit-scale data; on
+such data the literal gate (unit 1) is the faithful reading. Every function
+here takes `unit` (u = exp(-(unit/t)^2), `gate_unit`). unit = the grid
+spacing ('grid', the library default, `unit=None`) makes QDPM on any data
+scale the integer-data model in other units (tested; on integer data the two
+gates coincide); unit 1 ('absolute', the paper as written) on [-1, 1] data
+keeps the correction off below t ~ 3 grid steps. The experiment reports
+both.
 
 Training in u (paper) almost never visits t < 0.25 unit (u < exp(-16) ~
 1e-7; in float32 u is also a multiple of 2^-23); the alternative
@@ -123,6 +127,21 @@ def gate_unit(levels: Any, gate: str = 'grid') -> float:
   if gate == 'absolute':
     return 1.0
   raise ValueError(f"gate must be one of {GATES}, got {gate!r}.")
+
+
+def resolve_unit(unit: float | None, levels: Any) -> float:
+  """The gate's unit: `unit` if given, else the library default, the grid
+  gate (`gate_unit(levels, 'grid')`, our deviation; unit=1.0 is the paper's
+  exp(-1/t^2) as written). The default needs concrete levels."""
+  if unit is not None:
+    return unit
+  try:
+    return gate_unit(levels, 'grid')
+  except (jax.errors.ConcretizationTypeError,
+          jax.errors.TracerArrayConversionError) as e:
+    raise ValueError('unit=None (the grid gate) needs concrete levels; '
+                     'inside jit with traced levels pass unit= explicitly '
+                     '(qdpm.gate_unit(levels))') from e
 
 
 def default_t_range(levels: Any) -> tuple[float, float]:
@@ -192,21 +211,23 @@ def input_scale(t: jax.Array) -> jax.Array:
 
 # -- QDPM ---------------------------------------------------------------------------
 def xhat(net: Net, params: Any, x_t: jax.Array, t: jax.Array,
-         levels: jax.Array, unit: float = 1.0) -> jax.Array:
+         levels: jax.Array, unit: float | None = None) -> jax.Array:
   """softround(x_t, t) + u net(params, x_t / sqrt(1+t^2), u) (Eq. 17), with
-  u = exp(-(unit/t)^2) (`gate_unit`; the paper's exp(-1/t^2) is unit 1).
+  u = exp(-(unit/t)^2) (`gate_unit`; the paper's exp(-1/t^2) is unit 1;
+  None: the grid gate, `resolve_unit`).
 
   One example: x_t [D], t a scalar (vmap for batches; see `xhat_batch`).
   t = 0 gives round(x_t) exactly (u = 0); large t stays finite.
   """
-  u = lik.u_of_t(t, unit)
+  u = lik.u_of_t(t, resolve_unit(unit, levels))
   dh = net(params, x_t * input_scale(t), u)
   return softround(x_t, t, levels) + u * dh
 
 
 def xhat_batch(net: Net, params: Any, levels: jax.Array,
-               unit: float = 1.0) -> XhatFn:
+               unit: float | None = None) -> XhatFn:
   """(x_t [B, D], t [B]) -> QDPM xhat [B, D]."""
+  unit = resolve_unit(unit, levels)
   return jax.vmap(lambda x, t: xhat(net, params, x, t, levels, unit))
 
 
@@ -231,7 +252,7 @@ def _uniform_batch(key: jax.Array, batch: int, antithetic: bool) -> jax.Array:
 def loss(net: Net, params: Any, x0: jax.Array, key: jax.Array,
          levels: jax.Array, time_sampling: str = 'log_t',
          t_range: tuple[float, float] | None = None,
-         antithetic: bool = True, unit: float = 1.0
+         antithetic: bool = True, unit: float | None = None
          ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """QDPM training loss (Eq. 22) per example: its theta part, and the rest.
 
@@ -256,12 +277,13 @@ def loss(net: Net, params: Any, x0: jax.Array, key: jax.Array,
     t_range: (t_lo, t_hi) for 'log_t'; default `default_t_range(levels)`.
     antithetic: stratify the B time draws over the batch ((u0 + i/B) mod 1
       in u or in the log-t band); each draw stays marginally uniform.
-    unit: the gate's length unit (`gate_unit`).
+    unit: the gate's length unit (`gate_unit`; None: the grid gate).
 
   Returns:
     (loss [B], aux) with aux = {'const': [B], 'bound_term': loss + const,
     't': [B], 'x_t': [B, D]} (nats; x_t the noisy input used).
   """
+  unit = resolve_unit(unit, levels)
   batch = x0.shape[0]
   k_t, k_eps = jax.random.split(key)
   v = _uniform_batch(k_t, batch, antithetic)
@@ -327,7 +349,7 @@ def bound_quadrature(net: Net, params: Any, x0: jax.Array, key: jax.Array,
                      levels: jax.Array, num_strata: int = 256,
                      t_range: tuple[float, float] | None = None,
                      num_tail: int = 16, strata_per_call: int | None = None,
-                     unit: float = 1.0) -> lik.Estimate:
+                     unit: float | None = None) -> lik.Estimate:
   """The full QDPM bound (Eq. 19), estimator (b): nats per example [B]."""
   t_lo, t_hi = t_range or default_t_range(levels)
   return ve_bound_quadrature(xhat_batch(net, params, levels, unit), x0, key,
@@ -337,10 +359,14 @@ def bound_quadrature(net: Net, params: Any, x0: jax.Array, key: jax.Array,
 
 def bound_u_mc(net: Net, params: Any, x0: jax.Array, key: jax.Array,
                levels: jax.Array, num_draws: int = 256,
-               draws_per_call: int | None = None, unit: float = 1.0,
+               draws_per_call: int | None = None, unit: float | None = None,
                dtype: Any = jnp.float32) -> lik.Estimate:
   """The QDPM bound (Eq. 19) by the paper's u ~ U(0,1) MC, estimator (a)
-  (u drawn in `dtype`, see `likelihood.u_uniform_mc`)."""
+  (u drawn in `dtype`, see `likelihood.u_uniform_mc`). In float32 the
+  smallest non-zero u is 2^-23, so it estimates the bound above
+  t = unit / sqrt(23 ln 2) ~ 0.2505 unit only (`u_mc_floor`): the mass
+  below is lost, not rare."""
+  unit = resolve_unit(unit, levels)
   e = sq_err_fn(xhat_batch(net, params, levels, unit), x0)
   return lik.u_uniform_mc(e, key, num_draws, x0.shape[0], draws_per_call,
                           unit, dtype)
@@ -348,18 +374,22 @@ def bound_u_mc(net: Net, params: Any, x0: jax.Array, key: jax.Array,
 
 # -- samplers (VE) ---------------------------------------------------------------------
 def time_grid(num_steps: int, t_max: float, kind: str = 'u',
-              t_min: float | None = None, unit: float = 1.0) -> np.ndarray:
+              t_min: float | None = None, unit: float | None = None
+              ) -> np.ndarray:
   """Decreasing times t_0 = t_max > ... > t_{N-1} > t_N = 0, float32 [N+1].
 
   kind 'u' (paper): u_i = u_max (N - i) / N with u_max = exp(-(a/t_max)^2),
-  t_i = a/sqrt(-log u_i) (a = `unit`, the gate's), computed in float64 (t_0
-  is set to t_max exactly).
+  t_i = a/sqrt(-log u_i) (a = `unit`, the gate's: required, e.g.
+  `gate_unit(levels)`), computed in float64 (t_0 is set to t_max exactly).
   kind 'log_t': t_0..t_{N-1} geometric from t_max to t_min, then 0.
   """
   if num_steps < 1:
     raise ValueError(f'num_steps must be >= 1, got {num_steps}.')
   i = np.arange(num_steps + 1, dtype=np.float64)
   if kind == 'u':
+    if unit is None:
+      raise ValueError("time_grid(kind='u') needs the gate's unit (e.g. "
+                       'unit=qdpm.gate_unit(levels))')
     u = np.exp(-(unit / t_max) ** 2) * (num_steps - i) / num_steps
     with np.errstate(divide='ignore'):
       t = np.where(u > 0, unit / np.sqrt(-np.log(np.where(u > 0, u, 0.5))),
@@ -439,7 +469,7 @@ def ve_sample(xhat_fn: XhatFn, key: jax.Array, num_samples: int, dim: int,
 def sample(net: Net, params: Any, key: jax.Array, num_samples: int, dim: int,
            levels: jax.Array, num_steps: int = 64, order: int = 1,
            t_max: float | None = None, kind: str = 'u',
-           t_min: float | None = None, unit: float = 1.0,
+           t_min: float | None = None, unit: float | None = None,
            return_last: bool = False) -> Any:
   """QDPM-Solver-1/2 samples [num_samples, dim], exactly on the grid.
 
@@ -458,6 +488,7 @@ def sample(net: Net, params: Any, key: jax.Array, num_samples: int, dim: int,
     t_max = 100.0 * float(g.max() - g.min())
   if kind == 'log_t' and t_min is None:
     t_min = 0.05 * grid_spacing(levels)
+  unit = resolve_unit(unit, levels)
   ts = time_grid(num_steps, t_max, kind, t_min, unit)
   return ve_sample(xhat_batch(net, params, levels, unit), key, num_samples,
                    dim, levels, ts, order, return_last)

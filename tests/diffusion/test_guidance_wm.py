@@ -130,7 +130,7 @@ def test_pcgrad_matches_numpy_for_every_order():
     results.append(got)
   # With three or more tasks the order matters (why PCGrad randomises it).
   assert np.ptp(np.stack(results), 0).max() > 1e-3
-  # A zeroed task (switched off by the augmentation mask) changes nothing.
+  # A zeroed task (a zero gradient) changes nothing.
   g0 = np.concatenate([g[:2], np.zeros((1, 5), np.float32)])
   np.testing.assert_allclose(gwm.pcgrad(jnp.asarray(g0)),
                              _pcgrad_numpy(g[:2], (0, 1)), rtol=1e-5,
@@ -155,8 +155,29 @@ def test_shift_matches_numpy_and_is_linear():
   w = jax.random.normal(jax.random.key(0), x.shape)
   gx = jax.grad(lambda z: jnp.sum(w * gwm.shift(z, 1, -1)))(x)
   np.testing.assert_allclose(gx, gwm.shift(w, -1, 1, fill=0.0), atol=1e-6)
-  with pytest.raises(ValueError, match='unknown augmentation'):
-    gwm.aug_mask(['rotate'])
+  with pytest.raises(ValueError, match='unknown or empty augmentations'):
+    gwm.check_augs(['rotate'])
+
+
+def test_photometric_augmentations_closed_form():
+  x = jax.random.uniform(jax.random.key(0), (2, 4, 5, 1), minval=-1.0,
+                         maxval=1.0)
+  key = jax.random.key(1)
+  np.testing.assert_allclose(gwm.augment('brightness', x, key, 0.1),
+                             x + gwm.BRIGHTNESS, atol=1e-6)
+  c = gwm.augment('contrast', x, key, 0.1)
+  mean = np.asarray(x).mean(axis=(1, 2, 3), keepdims=True)
+  np.testing.assert_allclose(c, mean + gwm.CONTRAST * (np.asarray(x) - mean),
+                             atol=1e-6)
+  b = np.asarray(gwm.augment('blur', x, key, 0.1, fill=-1.0))
+  xp = np.pad(np.asarray(x), ((0, 0), (1, 1), (1, 1), (0, 0)),
+              constant_values=-1.0)
+  ref = np.mean([xp[:, i:i + 4, j:j + 5] for i in range(3) for j in range(3)],
+                0)
+  np.testing.assert_allclose(b, ref, atol=1e-6)
+  # The shift's fill is an argument.
+  s = np.asarray(gwm.augment('shift_right', x, key, 0.1, fill=0.5))
+  np.testing.assert_array_equal(s[:, :, 0], 0.5)
 
 
 def test_whitening_gives_zero_mean_identity_covariance():
@@ -239,7 +260,7 @@ def test_decoding_in_chunks_gives_the_same_numbers():
   phi_fn = gwm.whitened_phi(dec, first(dp), first(white))
   direction = jax.jit(lambda n: gwm.guidance_direction(
       phi_fn, x, gwm.antipodal(bits[0]), jax.random.key(2),
-      jnp.ones(len(gwm.AUGMENTATIONS)), noise_std=0.1, tau=1.0, eta=1e-3,
+      gwm.AUGMENTATIONS, noise_std=0.1, tau=1.0, eta=1e-3,
       budget='per_task', box=(-1.0, 1.0), chunk=n), static_argnums=0)
   np.testing.assert_allclose(direction(4), direction(0), rtol=1e-4,
                              atol=1e-5)
@@ -260,11 +281,11 @@ def test_one_guided_step_decreases_the_loss(random_decoder):
   bits = jax.random.bernoulli(jax.random.key(3), 0.5, (64, 16))
   u = gwm.antipodal(bits)
   x0hat = gwm.tweedie_x0(xt, v, t)
-  direction = jax.jit(lambda x, mask: gwm.guidance_direction(
-      phi_fn, x, u, jax.random.key(4), mask, noise_std=0.1, tau=1e9,
-      eta=1e-6))
+  direction = jax.jit(lambda x, augs: gwm.guidance_direction(
+      phi_fn, x, u, jax.random.key(4), augs, noise_std=0.1, tau=1e9,
+      eta=1e-6), static_argnums=1)
   for augs in (('identity',), gwm.AUGMENTATIONS):
-    d = direction(x0hat, gwm.aug_mask(augs))
+    d = direction(x0hat, augs)
     norms = jnp.sqrt(jnp.sum(d ** 2, axis=(1, 2, 3)))
     np.testing.assert_allclose(norms, 1.0, rtol=1e-4)  # Eq. 9, ||g|| > eta
     after = gwm.tweedie_x0(xt, v + 0.05 * d, t)  # omega = 0.05
@@ -275,7 +296,7 @@ def test_one_guided_step_decreases_the_loss(random_decoder):
     else:  # PCGrad over all augmentations: still a descent for most images
       assert (l1 < l0).mean() > 0.9
   # The opposite sign (the paper's printed form) increases it.
-  d = direction(x0hat, gwm.aug_mask(('identity',)))
+  d = direction(x0hat, ('identity',))
   worse = gwm.wm_loss(phi_fn(gwm.tweedie_x0(xt, v - 0.05 * d, t)), u)
   assert (worse > gwm.wm_loss(phi_fn(x0hat), u)).all()
 
@@ -293,18 +314,18 @@ def test_per_task_budget_and_box_projection(random_decoder):
   phi_fn, x = random_decoder
   x0 = jnp.clip(1.3 * x[:16], -1, 1)  # many pixels on the faces of the box
   u = gwm.antipodal(jax.random.bernoulli(jax.random.key(3), 0.5, (16, 16)))
-  f = jax.jit(lambda mask, budget, box: gwm.guidance_direction(
-      phi_fn, x0, u, jax.random.key(4), mask, noise_std=0.1, tau=1e9,
-      eta=1e-6, budget=budget, box=box), static_argnums=(1, 2))
-  one = gwm.aug_mask(('identity',))
+  f = jax.jit(lambda augs, budget, box: gwm.guidance_direction(
+      phi_fn, x0, u, jax.random.key(4), augs, noise_std=0.1, tau=1e9,
+      eta=1e-6, budget=budget, box=box), static_argnums=(0, 1, 2))
+  one = ('identity',)
   # One task: the two budgets coincide (a unit direction).
   np.testing.assert_allclose(f(one, 'per_task', None),
                              f(one, 'shared', None), rtol=1e-5, atol=1e-6)
   # Five tasks: shared is unit norm, per-task is the PCGrad sum of five unit
   # task gradients (norm between 1 and 5), each task keeping its budget.
-  all_ = gwm.aug_mask(gwm.AUGMENTATIONS)
-  n_shared = jnp.sqrt(jnp.sum(f(all_, 'shared', None) ** 2, (1, 2, 3)))
-  n_task = jnp.sqrt(jnp.sum(f(all_, 'per_task', None) ** 2, (1, 2, 3)))
+  five = ('identity', 'shift_right', 'shift_left', 'shift_down', 'shift_up')
+  n_shared = jnp.sqrt(jnp.sum(f(five, 'shared', None) ** 2, (1, 2, 3)))
+  n_task = jnp.sqrt(jnp.sum(f(five, 'per_task', None) ** 2, (1, 2, 3)))
   np.testing.assert_allclose(n_shared, 1.0, rtol=1e-4)
   assert (n_task > 1.5).all() and (n_task <= 5.0 + 1e-4).all(), n_task
   # Box: no component pushes a clipped pixel further out.
@@ -325,11 +346,10 @@ def test_guided_sampler_embeds_the_message(random_decoder):
   vel = lambda z, t: jnp.broadcast_to(x1 - target, z.shape)
   bits = jax.random.bernoulli(jax.random.key(6), 0.5, (32, 16))
   u = gwm.antipodal(bits)
-  mask = gwm.aug_mask(['identity'])
   sample = jax.jit(
       lambda omega, est: gwm.guided_sample(
           vel, phi_fn, x1, u, jax.random.key(7), num_steps=20,
-          guided_steps=10, omega=omega, mask=mask, estimate=est),
+          guided_steps=10, omega=omega, augs=('identity',), estimate=est),
       static_argnums=1)
   plain = sample(0.0, 'tweedie')
   np.testing.assert_allclose(plain, target, atol=1e-4)  # exact Euler

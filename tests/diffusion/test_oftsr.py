@@ -384,15 +384,11 @@ def test_default_claims(default_run, prefix):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "criterion (v) against the teacher's one-step Euler jump: student FD "
-    '5.30 vs jump 13.88 (ratio 0.38 > 0.2, 023b0e4); the 32-step teacher '
-    'itself is at 4.94 (0.36), so 0.2x would need a student far better than '
-    'its '
-    'teacher'))
-def test_default_criterion_v(default_run):
-  c = _claim(default_run, '(v) ')
-  assert c['holds'], c
+def test_default_criterion_v_is_retired(default_run):
+  # (v) asked for FD <= 0.2x the one-step jump's, which the 32-step teacher
+  # itself misses (0.36x at 023b0e4); (vi) carries the question.
+  assert not [c for c in default_run['claims']
+              if c['claim'].startswith('(v) ')]
 
 
 # -- the paper variant: photographs from a folder, SRUNet, bicubic ---------------------
