@@ -50,6 +50,8 @@ from iclrjax.diffusion import nets
 from iclrjax.diffusion import schedules
 from iclrjax.diffusion import train as train_lib
 
+# (x, t) -> velocity: the field every sampler of the family integrates (the
+# other modules' `Velocity` is this one).
 Velocity = Callable[[jax.Array, jax.Array], jax.Array]
 
 # alpha_1 = cos(pi/2 * VP_T_MAX) ~ 0.0085: the VP chain ends (t = 1) at almost

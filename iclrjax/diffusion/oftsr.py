@@ -76,7 +76,7 @@ experiment (runner, evaluation, claims, plots) is `experiments/oftsr.py`.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -92,7 +92,7 @@ from iclrjax.diffusion import train as train_lib
 
 # (x [B, H, W, C], t [B]) -> velocity [B, H, W, C]; the condition y is bound
 # (see `bind`: x may stack k copies of the batch, k B rows).
-Velocity = Callable[[jax.Array, jax.Array], jax.Array]
+Velocity = flow.Velocity
 
 T_END = 1.0      # T: the target time
 DEGRADATIONS = ('avgpool', 'bicubic')
