@@ -35,16 +35,16 @@ import optax
 from iclrjax.core import data as data_lib
 from iclrjax.core import distributed
 from iclrjax.core import supervised
+from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
 
 
 def digits_labeled(split: str = 'train', data_dir: str | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
-  """(images [N, 8, 8, 1] in [-1, 1], labels [N] int32) of a digits split."""
-  d = data_lib.as_numpy('digits', split, data_dir=data_dir)
-  x = images.to_scale(np.asarray(d['image'], np.float32), '[-1,1]')
-  return (x.reshape(-1, 8, 8, 1).astype(np.float32),
-          np.asarray(d['label'], np.int32))
+  """(`flow.digits(split)`: images [N, 8, 8, 1] in [-1, 1], labels [N] int32)
+  of a digits split."""
+  labels = data_lib.as_numpy('digits', split, data_dir=data_dir)['label']
+  return flow.digits(split, data_dir), np.asarray(labels, np.int32)
 
 
 class RandomConvFeatures(NamedTuple):
