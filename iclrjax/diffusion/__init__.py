@@ -17,7 +17,7 @@
   5ft8vd9rwc (no arXiv id): `lightctrl`.
 
 Shared pieces: `flow` (rectified flow: loss, Euler / Heun / DDIM samplers,
-trainer), `schedules` (VP, VE, rectified-flow schedules), `nets` (ResMLP and
+trainer), `schedules` (VP and rectified-flow schedules), `nets` (ResMLP and
 U-Net denoisers), `train` (the one training step with EMA), `images` and
 `features` (digits, PSNR, Frechet distance).
 

@@ -50,28 +50,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclrjax.diffusion import nets
+
 # Reference DiT initialisers: xavier-uniform weights and zero biases for the
 # transformer, N(0, 0.02) for the time MLP, zeros for all modulation layers
 # and the output projection.
 _xavier = nn.initializers.xavier_uniform()
 _zeros = nn.initializers.zeros
 _normal002 = nn.initializers.normal(0.02)
-
-
-def sinusoidal_embedding(t: jax.Array, dim: int,
-                         max_period: float = 10000.0) -> jax.Array:
-  """`t [...] -> [cos(t w_k), sin(t w_k)] [..., dim]`.
-
-  w_k = max_period^(-k / (dim // 2)), k = 0 .. dim // 2 - 1 (as DiT/ADM).
-  """
-  half = dim // 2
-  freqs = jnp.exp(-math.log(max_period) *
-                  jnp.arange(half, dtype=jnp.float32) / half)
-  args = jnp.asarray(t, jnp.float32)[..., None] * freqs
-  emb = jnp.concatenate([jnp.cos(args), jnp.sin(args)], -1)
-  if dim % 2:
-    emb = jnp.concatenate([emb, jnp.zeros_like(emb[..., :1])], -1)
-  return emb
 
 
 def _sincos_1d(dim: int, pos: np.ndarray) -> np.ndarray:
@@ -208,7 +194,10 @@ class TimestepEmbedder(nn.Module):
 
   @nn.compact
   def __call__(self, t: jax.Array) -> jax.Array:
-    e = sinusoidal_embedding(self.emb_scale * t, self.freq_dim)
+    # DiT/ADM's embedding [cos, sin], w_k = 10000^(-k / (freq_dim // 2)).
+    e = nets.timestep_embedding(
+        jnp.asarray(self.emb_scale * t, jnp.float32), self.freq_dim,
+        scale=1.0, freq_shift=0, flip_sin_to_cos=True)
     e = nn.Dense(self.width, kernel_init=_normal002, bias_init=_zeros,
                  name='fc1')(e)
     return nn.Dense(self.width, kernel_init=_normal002, bias_init=_zeros,
@@ -320,5 +309,4 @@ def pieces(model: DiT, params):
 
 __all__: Sequence[str] = ['DiT', 'DiTBlock', 'FinalLayer', 'TimestepEmbedder',
                           'modulate', 'patchify', 'pieces',
-                          'sincos_2d_pos_embed', 'sinusoidal_embedding',
-                          'unpatchify']
+                          'sincos_2d_pos_embed', 'unpatchify']

@@ -43,13 +43,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from iclrjax.diffusion import images
 from iclrjax.diffusion import nets
 from iclrjax.diffusion import schedules
 from iclrjax.diffusion import train as train_lib
 
+# (x, t) -> velocity: the field every sampler of the family integrates (the
+# other modules' `Velocity` is this one).
 Velocity = Callable[[jax.Array, jax.Array], jax.Array]
 
 # alpha_1 = cos(pi/2 * VP_T_MAX) ~ 0.0085: the VP chain ends (t = 1) at almost
@@ -327,15 +328,12 @@ def make_trainer(model, train_x: jax.Array, c: Any):
                       jax.dtypes.canonicalize_dtype(train_x.dtype))
   label_dropout = float(_get(c, 'label_dropout', 0.1))
   batch_size = int(_get(c, 'batch_size', 128))
-  lr = float(_get(c, 'learning_rate', 1e-3))
-  warmup = int(_get(c, 'warmup_steps', 0))
-  sched = (optax.linear_schedule(0.0, lr, warmup) if warmup > 0 else lr)
-  clip = float(_get(c, 'grad_clip', 1.0))
-  adamw = optax.adamw(sched, b1=float(_get(c, 'b1', 0.9)),
-                      b2=float(_get(c, 'b2', 0.999)),
-                      weight_decay=float(_get(c, 'weight_decay', 0.0)))
-  tx = optax.chain(optax.clip_by_global_norm(clip), adamw) if clip > 0 else (
-      adamw)
+  tx = train_lib.optimizer(
+      float(_get(c, 'learning_rate', 1e-3)),
+      warmup_steps=int(_get(c, 'warmup_steps', 0)),
+      grad_clip=float(_get(c, 'grad_clip', 1.0)),
+      b1=float(_get(c, 'b1', 0.9)), b2=float(_get(c, 'b2', 0.999)),
+      weight_decay=float(_get(c, 'weight_decay', 0.0)))
   decay = float(_get(c, 'ema_decay', 0.999))
   objective = str(_get(c, 'objective', 'flow'))
   if objective not in OBJECTIVES:

@@ -555,11 +555,11 @@ def spec_kwargs(c) -> dict[str, Any]:
               power=c.loss_power)
 
 
-def _optimizer(lr: float, c, warmup: int, total: int):
-  sched = optax.warmup_cosine_decay_schedule(
-      0.0, lr, max(warmup, 1), max(total, warmup + 1), end_value=0.1 * lr)
-  return optax.chain(optax.clip_by_global_norm(c.grad_clip),
-                     optax.adamw(sched, b1=c.b1, b2=c.b2, weight_decay=0.0))
+def _cosine_adamw(lr: float, c, warmup: int, total: int):
+  """Clipped AdamW (no decay) on a warm-up + cosine schedule to 0.1 lr."""
+  return train_lib.optimizer(lr, warmup_steps=warmup, cosine_steps=total,
+                             end_factor=0.1, grad_clip=c.grad_clip, b1=c.b1,
+                             b2=c.b2, weight_decay=0.0)
 
 
 def generate(model: Generator, params: PyTree, mel: jax.Array,
@@ -583,7 +583,7 @@ def make_fm_trainer(model: Generator, c, *, pred_x1: bool, spectral: bool,
   `data` [num_clips, clip_length] (`train.minibatch`: epochs without
   replacement, split over the mesh's 'data' axis like the synthetic batch).
   """
-  tx = _optimizer(c.learning_rate, c, c.warmup_steps, c.fm_steps)
+  tx = _cosine_adamw(c.learning_rate, c, c.warmup_steps, c.fm_steps)
   spec = clip_spec(c)
   kw = spec_kwargs(c)
   nb = len(model.n_ffts)
@@ -641,8 +641,8 @@ def make_gan_trainer(model: Generator, disc: Discriminators, c,
   state's key, the rest of the step's randomness folds the other half);
   either way the clips and x0 are split over the mesh's 'data' axis.
   """
-  gtx = _optimizer(c.gen_lr, c, 0, c.gan_steps)
-  dtx = _optimizer(c.disc_lr, c, 0, c.gan_steps)
+  gtx = _cosine_adamw(c.gen_lr, c, 0, c.gan_steps)
+  dtx = _cosine_adamw(c.disc_lr, c, 0, c.gan_steps)
   spec = clip_spec(c)
   w = c.gan_weights
   batch_fn = train_lib.minibatch(None, c.batch_size)

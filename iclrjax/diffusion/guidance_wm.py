@@ -104,7 +104,7 @@ from iclrjax.diffusion import nets
 from iclrjax.diffusion import train as train_lib
 
 Phi = Callable[[jax.Array], jax.Array]          # images [B, H, W, C] -> [B, M]
-Velocity = Callable[[jax.Array, jax.Array], jax.Array]
+Velocity = flow.Velocity  # (x, t) -> v
 
 # Background value of the digits on the [-1, 1] scale: what a shift brings in.
 BACKGROUND = -1.0

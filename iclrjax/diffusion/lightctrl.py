@@ -269,7 +269,7 @@ def fused_step(z: jax.Array, target: jax.Array, t: jax.Array,
 # The pipeline.
 
 
-Velocity = Callable[[jax.Array, jax.Array], jax.Array]
+Velocity = flow.Velocity
 # (cond [F, H, W, C], light map [F, H, W, 1], key) -> relit frames.
 RelightFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 

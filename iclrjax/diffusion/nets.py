@@ -37,14 +37,19 @@ import jax.numpy as jnp
 
 
 def timestep_embedding(c: jax.Array, dim: int, max_period: float = 10_000.0,
-                       scale: float = 1000.0) -> jax.Array:
+                       scale: float = 1000.0, *, freq_shift: int = 1,
+                       flip_sin_to_cos: bool = False) -> jax.Array:
   """Sinusoidal embedding of a real conditioning scalar per example.
 
   With a = c * scale and half = dim // 2 frequencies
-  f_i = max_period^(-i / (half - 1)), i = 0..half-1 (geometric from 1 down to
-  1 / max_period, the tensor2tensor/VDM `get_timestep_embedding`
-  convention), returns concat([sin(a f), cos(a f)]) (zero-padded by one
-  column when dim is odd).
+  f_i = max_period^(-i / (half - freq_shift)), i = 0..half-1, returns
+  concat([sin(a f), cos(a f)]) (concat([cos(a f), sin(a f)]) with
+  flip_sin_to_cos), zero-padded by one column when dim is odd. The defaults
+  (freq_shift = 1: geometric from 1 down to exactly 1 / max_period) are the
+  tensor2tensor/VDM `get_timestep_embedding` convention; freq_shift = 0 with
+  flip_sin_to_cos = True and scale = 1 is DiT/ADM's `timestep_embedding`
+  (`dit.TimestepEmbedder`). The names are diffusers' (`downscale_freq_shift`,
+  `flip_sin_to_cos`).
 
   Scaling. The default scale = 1000 is DDPM/VDM's for t in [0, 1] (and QDPM's
   u in [0, 1]): the scaled values then span ~1000 rad at the highest
@@ -61,6 +66,9 @@ def timestep_embedding(c: jax.Array, dim: int, max_period: float = 10_000.0,
     dim: embedding width (>= 2).
     max_period: ratio of the highest to the lowest frequency.
     scale: multiplier applied to `c` before embedding.
+    freq_shift: the exponent's denominator is half - freq_shift (1: VDM, the
+      lowest frequency is 1 / max_period; 0: DiT/ADM).
+    flip_sin_to_cos: cos features first (DiT/ADM) instead of sin first.
 
   Returns:
     [..., dim] embedding, float32 (float64 for float64 c).
@@ -70,10 +78,12 @@ def timestep_embedding(c: jax.Array, dim: int, max_period: float = 10_000.0,
   c = jnp.asarray(c)
   c = c.astype(jnp.promote_types(c.dtype, jnp.float32))
   half = dim // 2
-  exponent = jnp.arange(half, dtype=c.dtype) / max(half - 1, 1)
+  exponent = jnp.arange(half, dtype=c.dtype) / max(half - freq_shift, 1)
   freqs = jnp.exp(-math.log(max_period) * exponent)
   args = (c * scale)[..., None] * freqs.reshape((1,) * c.ndim + (half,))
-  emb = jnp.concatenate([jnp.sin(args), jnp.cos(args)], axis=-1)
+  pair = (jnp.cos(args), jnp.sin(args)) if flip_sin_to_cos else (
+      jnp.sin(args), jnp.cos(args))
+  emb = jnp.concatenate(pair, axis=-1)
   if dim % 2:
     emb = jnp.pad(emb, [(0, 0)] * (emb.ndim - 1) + [(0, 1)])
   return emb

@@ -76,14 +76,13 @@ experiment (runner, evaluation, claims, plots) is `experiments/oftsr.py`.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
@@ -92,7 +91,7 @@ from iclrjax.diffusion import train as train_lib
 
 # (x [B, H, W, C], t [B]) -> velocity [B, H, W, C]; the condition y is bound
 # (see `bind`: x may stack k copies of the batch, k B rows).
-Velocity = Callable[[jax.Array, jax.Array], jax.Array]
+Velocity = flow.Velocity
 
 T_END = 1.0      # T: the target time
 DEGRADATIONS = ('avgpool', 'bicubic')
@@ -424,14 +423,6 @@ TeacherState = train_lib.TrainState
 StudentState = train_lib.TrainState
 
 
-def _optimizer(learning_rate: float, warmup: int, grad_clip: float):
-  lr = (optax.linear_schedule(0.0, learning_rate, warmup) if warmup > 0
-        else learning_rate)
-  adam = optax.adam(lr)
-  return optax.chain(optax.clip_by_global_norm(grad_clip), adam) if (
-      grad_clip > 0) else adam
-
-
 def make_inputs(x1: jax.Array, key: jax.Array, sigma_y: float,
                 sigma_p: float, factor: int, mode: str = 'avgpool'
                 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
@@ -457,7 +448,8 @@ def make_teacher_trainer(net: SRVelocity, train_x: jax.Array, c: Any,
   a constant of it. uint8 images (`images.load_image_folder`) are
   converted per minibatch.
   """
-  tx = _optimizer(c.teacher_lr, c.warmup_steps, c.grad_clip)
+  tx = train_lib.optimizer(c.teacher_lr, warmup_steps=c.warmup_steps,
+                           grad_clip=c.grad_clip)
   # Flax initialises from shapes only: a zero image gives the same params.
   example = images.to_signed(jnp.zeros(
       (1, *train_x.shape[1:]), jax.dtypes.canonicalize_dtype(train_x.dtype)))
@@ -487,7 +479,8 @@ def make_student_trainer(net: SRVelocity, c: Any, sigma_p: float):
   'distill', 'boundary', 'align', 'grad_norm'. As for the teacher,
   `step(state, t, train_x)` takes the HR images as its `data` argument.
   """
-  tx = _optimizer(c.student_lr, c.warmup_steps, c.grad_clip)
+  tx = train_lib.optimizer(c.student_lr, warmup_steps=c.warmup_steps,
+                           grad_clip=c.grad_clip)
 
   def loss_fn(p, x1, key, teacher_params):
     x1, y, x0, k = make_inputs(x1, key, c.sigma_y, sigma_p, c.factor,

@@ -1,6 +1,6 @@
-"""Noise schedules as pure functions: VP (VDM scalar gamma), VE, rectified flow.
+"""Noise schedules as pure functions: VP (VDM scalar gamma), rectified flow.
 
-Three forward processes x_t = a(t) x_0 + b(t) eps, eps ~ N(0, I):
+Forward processes x_t = a(t) x_0 + b(t) eps, eps ~ N(0, I):
 
 * VP, in VDM's log-SNR form (Kingma et al. 2021, "Variational Diffusion
   Models", Sec. 3): gamma(t) = -log SNR(t), alpha_t^2 = sigmoid(-gamma(t)),
@@ -10,9 +10,9 @@ Three forward processes x_t = a(t) x_0 + b(t) eps, eps ~ N(0, I):
   with two parameters, gamma(t) = b + |w| t (|w| keeps it increasing), so
   gamma(0) = b = gamma_min and gamma(1) = b + |w| = gamma_max; VDM's CIFAR-10
   config initialises gamma_min = -13.3, gamma_max = 5.
-* VE, as QDPM uses: x_t = x_0 + t eps for t in [0, inf), so sigma = t and
-  SNR(t) = t^-2. VDM's continuous-time diffusion loss weight -SNR'(t) / 2 is
-  then exactly t^-3 (see `ve_elbo_weight`).
+* VE, as QDPM uses (written out in `qdpm`): x_t = x_0 + t eps for t in
+  [0, inf), so sigma = t and SNR(t) = t^-2. VDM's continuous-time diffusion
+  loss weight -SNR'(t) / 2 is then exactly t^-3.
 * Rectified flow: x_t = (1 - t) x_0 + t eps for t in [0, 1], with velocity
   target dx_t/dt = eps - x_0.
 
@@ -51,11 +51,6 @@ def vp_gamma(params: dict[str, jax.Array], t: jax.Array) -> jax.Array:
   return params['b'] + jnp.abs(params['w']) * t
 
 
-def vp_endpoints(params: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-  """(gamma_min, gamma_max) = (gamma(0), gamma(1))."""
-  return vp_gamma(params, 0.0), vp_gamma(params, 1.0)
-
-
 VP_T_MAX = 0.9946  # alpha_1 = cos(pi/2 VP_T_MAX) ~ 0.0085
 
 
@@ -74,11 +69,6 @@ def vp_alpha_sigma(gamma: jax.Array) -> tuple[jax.Array, jax.Array]:
   return jnp.sqrt(jax.nn.sigmoid(-gamma)), jnp.sqrt(jax.nn.sigmoid(gamma))
 
 
-def vp_snr(gamma: jax.Array) -> jax.Array:
-  """SNR = alpha^2 / sigma^2 = exp(-gamma)."""
-  return jnp.exp(-gamma)
-
-
 def vp_diffuse(x0: jax.Array, eps: jax.Array, gamma: jax.Array) -> jax.Array:
   """z_t = alpha_t x_0 + sigma_t eps."""
   alpha, sigma = vp_alpha_sigma(gamma)
@@ -92,27 +82,6 @@ def dgamma_dt(gamma_fn: GammaFn, t: jax.Array) -> tuple[jax.Array, jax.Array]:
   """
   t = jnp.asarray(t, jnp.float32)
   return jax.jvp(gamma_fn, (t,), (jnp.ones_like(t),))
-
-
-# -- VE (QDPM) ------------------------------------------------------------------------
-def ve_diffuse(x0: jax.Array, eps: jax.Array, t: jax.Array) -> jax.Array:
-  """x_t = x_0 + t eps."""
-  return x0 + t * eps
-
-
-def ve_snr(t: jax.Array) -> jax.Array:
-  """SNR(t) = t^-2."""
-  return t ** -2.0
-
-
-def ve_elbo_weight(t: jax.Array) -> jax.Array:
-  """-SNR'(t) / 2 = t^-3: the weight of ||x_0 - xhat||^2 in the continuous ELBO.
-
-  VDM Eq. 15: L_inf = -1/2 E int SNR'(t) ||x - xhat(z_t, t)||^2 dt. With
-  SNR = t^-2, SNR' = -2 t^-3, so the weight is t^-3 with factor 1 (QDPM
-  Eq. 19 has no extra 1/2).
-  """
-  return t ** -3.0
 
 
 # -- Rectified flow -----------------------------------------------------------------

@@ -3,7 +3,8 @@
 Every paper's trainer is (init, step) for `core.loop.train`: a minibatch,
 the loss and its gradient, one optax update, the EMA of the parameters.
 Only the loss, the optimizer, the data source and the initial parameters
-differ, so they are the arguments here and the step is written once:
+differ, so they are the arguments here and the step is written once
+(`optimizer` builds the family's clipped Adam(W) with its warm-up):
 
   step(state, t, data) -> (state, {'loss', 'grad_norm', 'ema_decay', **aux})
 
@@ -78,6 +79,47 @@ def init_state(params: PyTree, tx: optax.GradientTransformation,
   return TrainState(params, tx.init(params), params, key, frozen)
 
 
+def optimizer(learning_rate: float, *, warmup_steps: int = 0,
+              cosine_steps: int | None = None, end_factor: float = 0.1,
+              grad_clip: float = 0.0, b1: float = 0.9, b2: float = 0.999,
+              weight_decay: float | None = None
+              ) -> optax.GradientTransformation:
+  """The family's optimizer: global-norm clipping, then Adam on a warm-up
+  schedule.
+
+  Args:
+    learning_rate: the peak learning rate.
+    warmup_steps: a linear warm-up from 0 over this many steps.
+    cosine_steps: None: constant after the warm-up (a plain float learning
+      rate, no schedule, when warmup_steps is 0). Else the total steps of
+      `optax.warmup_cosine_decay_schedule(0, learning_rate,
+      max(warmup_steps, 1), max(cosine_steps, warmup_steps + 1),
+      end_value=end_factor * learning_rate)`.
+    end_factor: the cosine schedule's final learning rate / learning_rate.
+    grad_clip: `optax.clip_by_global_norm(grad_clip)` before Adam; <= 0: no
+      clipping (and no clipping transform in the chain).
+    b1, b2: Adam's moment decays.
+    weight_decay: None: `optax.adam`; a float: `optax.adamw` with it (0.0
+      included: AdamW's state, Adam's updates).
+
+  The optimizer state's structure follows these choices, so a checkpoint
+  restores into the optimizer built with the arguments that wrote it.
+  """
+  if cosine_steps is None:
+    lr = (optax.linear_schedule(0.0, learning_rate, warmup_steps)
+          if warmup_steps > 0 else learning_rate)
+  else:
+    lr = optax.warmup_cosine_decay_schedule(
+        0.0, learning_rate, max(warmup_steps, 1),
+        max(cosine_steps, warmup_steps + 1),
+        end_value=end_factor * learning_rate)
+  adam = (optax.adam(lr, b1=b1, b2=b2) if weight_decay is None else
+          optax.adamw(lr, b1=b1, b2=b2, weight_decay=weight_decay))
+  if grad_clip > 0:
+    return optax.chain(optax.clip_by_global_norm(grad_clip), adam)
+  return adam
+
+
 def make_trainer(init_params: Callable[..., PyTree], loss_fn: LossFn,
                  tx: optax.GradientTransformation, *,
                  ema_decay: float, batch_fn: BatchFn | None = None,
@@ -122,4 +164,4 @@ def make_trainer(init_params: Callable[..., PyTree], loss_fn: LossFn,
 
 
 __all__: Sequence[str] = ['BatchFn', 'LossFn', 'TrainState', 'init_state',
-                          'make_trainer', 'minibatch']
+                          'make_trainer', 'minibatch', 'optimizer']

@@ -2,14 +2,18 @@
 
 import functools
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from iclrjax.diffusion import dit
+from iclrjax.diffusion import nets
 
 MODEL = dit.DiT(patch=2, width=32, depth=2, heads=4)
+# `TimestepEmbedder`'s arguments of `nets.timestep_embedding`.
+DIT_EMBEDDING = dict(scale=1.0, freq_shift=0, flip_sin_to_cos=True)
 
 
 def _random_params(model, x, t, scale=0.1, seed=0):
@@ -124,11 +128,48 @@ def test_embeddings():
   # Token (0, 0): sin(0) = 0 and cos(0) = 1 in both the row and column halves.
   np.testing.assert_allclose(pos[0], np.r_[np.zeros(4), np.ones(4),
                                            np.zeros(4), np.ones(4)])
-  e = dit.sinusoidal_embedding(np.array([0.0, 2.0]), 6, max_period=100.0)
+  # The time features of `TimestepEmbedder`: DiT/ADM's [cos(t w), sin(t w)],
+  # w_k = max_period^(-k / half).
+  e = nets.timestep_embedding(np.array([0.0, 2.0]), 6, max_period=100.0,
+                              **DIT_EMBEDDING)
   w = 100.0 ** (-np.arange(3) / 3)
   np.testing.assert_allclose(e[1], np.r_[np.cos(2 * w), np.sin(2 * w)],
                              rtol=1e-6)
   np.testing.assert_allclose(e[0], np.r_[np.ones(3), np.zeros(3)])
+
+
+def _dit_sinusoidal_embedding(t, dim, max_period=10000.0):
+  """The embedding `dit` had before it used `nets.timestep_embedding`."""
+  half = dim // 2
+  freqs = jnp.exp(-np.log(max_period) *
+                  jnp.arange(half, dtype=jnp.float32) / half)
+  args = jnp.asarray(t, jnp.float32)[..., None] * freqs
+  emb = jnp.concatenate([jnp.cos(args), jnp.sin(args)], -1)
+  if dim % 2:
+    emb = jnp.concatenate([emb, jnp.zeros_like(emb[..., :1])], -1)
+  return emb
+
+
+@pytest.mark.parametrize('dim', [256, 7])
+def test_time_embedding_is_the_former_dit_embedding(dim):
+  t = jnp.array([0.0, 1e-3, 0.25, 0.5, 0.999, 1.0])
+  embedder = dit.TimestepEmbedder(width=8, freq_dim=dim)
+  params = embedder.init(jax.random.key(0), t)['params']
+
+  def former(t):
+    e = _dit_sinusoidal_embedding(embedder.emb_scale * t, dim)
+    e = nn.Dense(8).apply({'params': params['fc1']}, e)
+    return nn.Dense(8).apply({'params': params['fc2']}, nn.silu(e))
+
+  # The same up to XLA's fusion of the two programs (1e-6 relative) ...
+  np.testing.assert_allclose(
+      jax.jit(embedder.apply)({'params': params}, t), jax.jit(former)(t),
+      rtol=1e-5, atol=1e-9)
+  # ... and the embedding itself bit for bit.
+  np.testing.assert_array_equal(
+      jax.jit(lambda t: nets.timestep_embedding(t, dim, **DIT_EMBEDDING))(
+          1000.0 * t),
+      jax.jit(lambda t: _dit_sinusoidal_embedding(t, dim))(1000.0 * t))
 
 
 def test_class_conditioning_and_null_label():

@@ -99,3 +99,39 @@ def test_ema_start_holds_the_ema_and_aux_is_logged():
   np.testing.assert_allclose(state.ema, (0.5 * p2 + state.params) / 1.5,
                              rtol=1e-6)
   np.testing.assert_array_equal(state.frozen, jnp.zeros(2))
+
+
+def _step_sizes(tx, num_steps):
+  """|update| of a 1-d parameter under unit gradients: Adam's step is the
+  learning rate (up to eps and float32 rounding), so this reads off the
+  schedule."""
+  p = jnp.zeros(1)
+  state, sizes = tx.init(p), []
+  for _ in range(num_steps):
+    u, state = tx.update(jnp.ones(1), state, p)
+    sizes.append(float(jnp.abs(u[0])))
+  return np.array(sizes)
+
+
+def test_optimizer_schedules_clipping_and_weight_decay():
+  lr = 0.01
+  # Constant: a float learning rate, no schedule state.
+  np.testing.assert_allclose(_step_sizes(train.optimizer(lr), 3), lr,
+                             rtol=1e-4)
+  # Linear warm-up over 4 steps, then constant.
+  np.testing.assert_allclose(
+      _step_sizes(train.optimizer(lr, warmup_steps=4), 6),
+      lr * np.array([0, 0.25, 0.5, 0.75, 1, 1]), rtol=1e-4, atol=1e-9)
+  # Warm-up + cosine to end_factor * lr at cosine_steps.
+  sizes = _step_sizes(train.optimizer(lr, warmup_steps=2, cosine_steps=6,
+                                      end_factor=0.1), 8)
+  np.testing.assert_allclose(sizes[[0, 2, 6, 7]], lr * np.array(
+      [0, 1, 0.1, 0.1]), rtol=1e-4, atol=1e-9)
+  # Clipping is a transform of the chain only for grad_clip > 0; Adam's
+  # state vs AdamW's.
+  assert len(train.optimizer(lr, grad_clip=1.0).init(jnp.zeros(1))) == 2
+  assert (jax.tree.structure(train.optimizer(lr).init(jnp.zeros(1)))
+          == jax.tree.structure(optax.adam(lr).init(jnp.zeros(1))))
+  assert (jax.tree.structure(
+      train.optimizer(lr, weight_decay=0.0).init(jnp.zeros(1)))
+          == jax.tree.structure(optax.adamw(lr).init(jnp.zeros(1))))
