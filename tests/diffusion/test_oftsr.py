@@ -372,12 +372,12 @@ def default_run(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize('prefix', ['(i) ', '(ii) ', '(iii) ', '(vi) '])
 def test_default_claims(default_run, prefix):
-  # Measured (default config at 023b0e4, 3 seeds, 264 s): student t=0.99 vs
+  # Measured (default config at 0ce0747, 3 seeds, 324 s): student t=0.99 vs
   # teacher 32-step endpoint 31.41 dB (the jump: 21.71); student PSNR 14.32
-  # -> 13.00 dB and FD 13.22 -> 5.30 from t=0.01 to 0.99 (ratio 0.40;
-  # undistilled FD 13.26 -> 105.8); teacher FD sigma_p=0: 37.71 vs
-  # sigma_p=0.1: 4.94 (7.6x; seed spread 1.07x); gap closed (13.88 - 5.30) /
-  # (13.88 - 4.94) = 0.960 (undistilled -10.3).
+  # -> 13.00 dB and FD 12.28 -> 4.91 from t=0.01 to 0.99 (ratio 0.40;
+  # undistilled FD 12.32 -> 89.8); teacher FD sigma_p=0: 35.48 vs
+  # sigma_p=0.1: 4.56 (7.8x; seed spread 1.02x); gap closed (12.90 - 4.91) /
+  # (12.90 - 4.56) = 0.957 (undistilled -9.2).
   c = _claim(default_run, prefix)
   assert c['holds'], c
   assert c['control'].endswith('(fails)'), c
@@ -386,7 +386,7 @@ def test_default_claims(default_run, prefix):
 @pytest.mark.slow
 def test_default_criterion_v_is_retired(default_run):
   # (v) asked for FD <= 0.2x the one-step jump's, which the 32-step teacher
-  # itself misses (0.36x at 023b0e4); (vi) carries the question.
+  # itself misses (0.36x at 023b0e4, 0.35x at 0ce0747); (vi) carries the question.
   assert not [c for c in default_run['claims']
               if c['claim'].startswith('(v) ')]
 
