@@ -15,10 +15,14 @@ constrained language until its NELBO is within `nelbo_gap` nats of log N
 {4, 16, 64} model calls by MDLM ancestral sampling with a random number of
 tokens per step ('mdlm', the MDLM/ReMDM papers' sampler) or a fixed one
 ('mdlm_fixed', round(L alpha) tokens decoded by step k), ReMDM-loop
-(confidence-based sigma; the paper's loop t_on 0.55, t_off 0.05, alpha_on
-0.9; eta = 0.1, so eta L = 1.6 expected remasks per loop step) and
-revision; the same samplers also run with the exact denoiser of the
-language ('nearest' off the support: see `dlm_learned.oracle_logits_fn`).
+(uniform sigma and nucleus 0.9 as the release; the paper's loop t_on 0.55,
+t_off 0.05, alpha_on 0.9; eta = 0.1, so eta L = 1.6 expected remasks per
+loop step; the release's eta 0.02 as an extra arm) and revision; every
+sampler uses the release's nucleus 0.9 and last-step argmax; the same
+samplers also run with the exact denoiser of the language ('nearest' off
+the support: see `dlm_learned.oracle_logits_fn`). Training replaces visible
+tokens by random ones at rate `sub_rate` (ours: see
+`dlm_learned.make_trainer`).
 
 Variants:
   smoke    (CI, < 1 min) one-hot only, K in {4, 16}, a tiny net, 30 steps.
@@ -28,7 +32,8 @@ Variants:
 Pass criteria (ours: the paper's statements are asymptotic): (i) the exact claims;
 (ii) NELBO within 0.1 nats of log N on every seed; fixed-count MDLM
 validity at K = L >= 0.95 (quality gate; random-count MDLM is its
-control); at K = 4L ReMDM-loop validity >= random-count MDLM + `margin`
+control); on Latin squares at K = 4L ReMDM-loop validity >= random-count
+MDLM + `margin` on every seed, the margin half the exact denoiser's gain
 (control: the loop schedule with eta = 0).
 """
 
@@ -52,17 +57,32 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.headline_steps = 64              # K = 4 L: ReMDM's regime (K >= L)
   c.gate_steps = 16                  # K = L
   c.gate_validity = 0.95
-  c.margin = 0.10                    # a 10-point validity gain, fixed a priori
+  # Half the exact denoiser's gain on Latin squares at K = 64 (+0.097, SD
+  # 0.010 over 6 keys x 512 samples: MDLM 0.887 -> ReMDM-loop 0.984 with
+  # uniform remasking, eta 0.1, nucleus 0.9): the learned model must show at
+  # least half of what a perfect denoiser gets.
+  c.margin = 0.05
+  # One-hot strings are not a contest: MDLM with the exact denoiser is
+  # already at 0.98, so no sampler can add the margin there.
+  c.remdm_languages = ('latin',)
   c.nelbo_gap = 0.1                  # nats above log N
   c.nelbo_draws = 36864              # 64 per Latin square
   c.oracle_off_support = 'nearest'
   c.num_samples = 512
-  c.remdm_eta = 0.1                  # eta L = 1.6 remasks per loop step
+  # eta L = 1.6 remasks per loop step. The release's eta 0.02 (tuned for
+  # OWT, L = 1024) gives 0.32 here and no gain even with the exact denoiser
+  # (0.877 vs MDLM 0.887): it runs as an extra arm.
+  c.remdm_eta = 0.1
   c.remdm_t_on = 0.55                # ReMDM-loop defaults (remdm-loop.sh)
   c.remdm_t_off = 0.05
   c.remdm_alpha_on = 0.9
   c.revise_eta = 0.1
-  c.conf = True
+  c.conf = False                     # uniform remasking, as the release
+  c.top_p = 0.9                      # the release's nucleus, every sampler
+  c.final_argmax = True              # the release's last-step argmax
+  # Random-token substitution of visible inputs in training (ours): the
+  # model sees the off-support contexts remasking creates.
+  c.sub_rate = 0.05
   c.width = 128
   c.depth = 4
   c.heads = 4

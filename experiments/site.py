@@ -47,6 +47,11 @@ STALE: dict[str, str] = {
         'the defaults and added the ACCEL, PAIRED, SFL and VDS baselines; '
         'rerun pending')
        for v in ('dubins_skewed',)},
+    'dlm/default': (
+        'ran before the ReMDM sampler took the release\'s settings (uniform '
+        'remasking, nucleus 0.9, final argmax) and training its random-token '
+        'substitution; the one-hot ReMDM claim is retired and the Latin '
+        'margin recalibrated to 0.05 with the exact denoiser; rerun pending'),
 }
 
 

@@ -75,15 +75,19 @@ Against the released ReMDM code (kuleshov-group/remdm at f830d659,
 diffusion.py; tests/parity/test_dlm.py) `step_trans` gives the same
 per-position laws for the MDLM, ReMDM-cap, -rescale and -loop steps. On
 purpose it differs in: (i) the grid ends at t = 0 (theirs at eps = 1e-5,
-then an argmax, diffusion.py:858-860, 885-892); (ii) the loop evaluates
+then an extra call that takes the argmax of the still-masked tokens,
+diffusion.py:858-860, 885-892; ours takes that argmax in the last step,
+`Sampler.final_argmax`, so K stays the number of model calls); (ii) the loop evaluates
 the piecewise alpha(t) at both ends of a step, where theirs picks the
 branch from t alone (diffusion.py:757-768), so off-grid t_on / t_off
 steps ramp alpha_s past alpha_on or stay in the loop, and caps the loop's
 sigma at sigma_max (theirs uses eta as is, diffusion.py:774); (iii)
 confidence rates carry the N_dec factor above and masked tokens unmask at
 u_t(sigma_t), where ReMDM-conf uses sigma = 0 there, i.e. MDLM's rate
-(diffusion.py:736-742), and may run inside the loop (theirs: uniform);
-(iv) no nucleus (top-p) truncation of x_theta (diffusion.py:668-676).
+(diffusion.py:736-742), and may run inside the loop (theirs: uniform).
+Nucleus (top-p) truncation of x_theta (diffusion.py:668-676) is
+`Sampler.top_p`; the `Sampler` defaults are the release's ReMDM-loop
+settings (uniform, eta 0.02, top_p 0.9, final argmax; remdm-loop.sh).
 
 Metrics: validity rate (`is_valid`), the NELBO against the exact
 log-count log N (`nelbo`; >= log N, = log N for the exact denoiser) and,
@@ -317,6 +321,16 @@ def corrupt(key: jax.Array, x0_BxL: jax.Array, vocab: int, t_min: float,
   return jnp.where(mask_BxL, vocab, x0_BxL), mask_BxL, t_B
 
 
+def substitute(key: jax.Array, z_BxL: jax.Array, vocab: int,
+               rate: float) -> jax.Array:
+  """Each visible token of z (not MASK = vocab) replaced w.p. `rate` by a
+  uniform draw from the vocabulary (possibly itself)."""
+  k_u, k_v = jax.random.split(key)
+  hit = (jax.random.uniform(k_u, z_BxL.shape) < rate) & (z_BxL != vocab)
+  return jnp.where(hit, jax.random.randint(k_v, z_BxL.shape, 0, vocab),
+                   z_BxL)
+
+
 def nelbo(logits_fn: Callable[[jax.Array], jax.Array], strings: jax.Array,
           vocab: int, key: jax.Array, reps: int = 32, t_min: float = 1e-3,
           count: bool = True) -> tuple[jax.Array, jax.Array]:
@@ -345,8 +359,14 @@ def make_trainer(model: Denoiser, strings: np.ndarray, c: Any,
   (epoch-wise without replacement, `core.data.batch_indices`) from the
   valid `strings`. Fields of `c`: batch_size, learning_rate, warmup_steps,
   ema_decay, t_min; optional lr_decay ('constant' after the warm-up, or
-  'cosine' to 1% at `num_steps`) and time_sampling ('count' or
-  'continuous', see `corrupt`; default 'count').
+  'cosine' to 1% at `num_steps`), time_sampling ('count' or
+  'continuous', see `corrupt`; default 'count') and sub_rate (default 0:
+  pure masking). With sub_rate > 0 each visible input token is replaced by
+  a uniform random token w.p. sub_rate (`substitute`) while the loss stays
+  the masked positions' -log p(x0): the model also sees the off-support
+  contexts that remasking samplers create after an inconsistent draw, and
+  learns to complete them towards valid strings (our addition; MDLM and
+  ReMDM train on pure masking).
 
   `strings` [N, L] gives the shapes only: `step(state, t, strings)` takes
   them as its `data` argument (`r.train(..., data=strings)`), an input of
@@ -362,6 +382,7 @@ def make_trainer(model: Denoiser, strings: np.ndarray, c: Any,
   else:
     lr = optax.linear_schedule(0.0, c.learning_rate, warm)
   count = c.get('time_sampling', 'count') == 'count'
+  sub_rate = float(c.get('sub_rate', 0.0))
   tx = optax.chain(optax.clip_by_global_norm(1.0),
                    optax.adamw(lr, weight_decay=0.0))
 
@@ -371,7 +392,10 @@ def make_trainer(model: Denoiser, strings: np.ndarray, c: Any,
 
   def loss_fn(params, x0_BxL, key, frozen):
     del frozen
-    z_BxL, mask_BxL, t_B = corrupt(key, x0_BxL, model.vocab, c.t_min, count)
+    k_c, k_s = jax.random.split(key)
+    z_BxL, mask_BxL, t_B = corrupt(k_c, x0_BxL, model.vocab, c.t_min, count)
+    if sub_rate > 0:
+      z_BxL = substitute(k_s, z_BxL, model.vocab, sub_rate)
     loss_B = mdlm_loss(model.apply(params, z_BxL), x0_BxL, mask_BxL, t_B)
     return jnp.mean(loss_B)
 
@@ -428,14 +452,22 @@ def step_trans(z_NxL: jax.Array, probs_NxLxV: jax.Array, sig_NxL: jax.Array,
 # -- schedules and samplers ---------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Sampler:
-  """A sampler with K model calls; see the module docstring."""
+  """A sampler with K model calls; see the module docstring.
+
+  The defaults are the released ReMDM-loop's (kuleshov-group/remdm at
+  f830d659, scripts/remdm-loop.sh): uniform remasking (conf=False),
+  eta = 0.02, nucleus top_p = 0.9 and an argmax for the tokens still masked
+  at the end (final_argmax). conf=True (confidence-weighted rates) and
+  larger eta are options."""
   kind: str = 'mdlm'          # 'mdlm' | 'mdlm_fixed' | 'remdm' | 'revise'
   num_steps: int = 16         # K
-  eta: float = 1.0            # sigma_t = min(eta, sigma_max)
-  conf: bool = True           # confidence-based sigma (remdm, revise)
+  eta: float = 0.02           # sigma_t = min(eta, sigma_max)
+  conf: bool = False          # confidence-based sigma (remdm, revise)
   t_on: float = 0.55          # remdm loop window [t_off, t_on]
   t_off: float = 0.05
   alpha_on: float = 0.9       # alpha held in the loop
+  top_p: float = 0.9          # nucleus truncation of x_theta (1: none)
+  final_argmax: bool = True   # the last step decodes its masks by argmax
 
 
 def schedule(s: Sampler) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -484,12 +516,32 @@ def sampler_arrays(s: Sampler, length: int = LENGTH) -> dict[str, jax.Array]:
   """The traced inputs of `sample_arrays` for `s` (one compilation serves
   every sampler with the same K)."""
   a_t, a_s, sig = schedule(s)
+  if not 0.0 < s.top_p <= 1.0:
+    raise ValueError(f'top_p must be in (0, 1], got {s.top_p}')
+  last = np.arange(s.num_steps) == s.num_steps - 1
   return {'alpha_t': jnp.asarray(a_t, jnp.float32),
           'alpha_s': jnp.asarray(a_s, jnp.float32),
           'sigma': jnp.asarray(sig, jnp.float32),
           'count': jnp.asarray(unmask_counts(s, length)),
+          'argmax': jnp.asarray(last & s.final_argmax),
           'revise': jnp.asarray(s.kind == 'revise'),
-          'conf': jnp.asarray(s.conf)}
+          'conf': jnp.asarray(s.conf),
+          'top_p': jnp.asarray(s.top_p, jnp.float32)}
+
+
+def nucleus(probs: jax.Array, top_p: jax.Array | float) -> jax.Array:
+  """Top-p truncation of per-position laws [..., V]: keeps the most likely
+  tokens up to and including the first whose cumulative probability
+  reaches top_p, renormalised (top_p = 1: unchanged; ties kept by the
+  sort's order)."""
+  order = jnp.argsort(-probs, axis=-1)
+  sorted_p = jnp.take_along_axis(probs, order, -1)
+  before = jnp.cumsum(sorted_p, -1) - sorted_p   # mass strictly before
+  keep_sorted = before < top_p
+  keep = jnp.zeros_like(keep_sorted).at[
+      tuple(jnp.indices(order.shape)[:-1]) + (order,)].set(keep_sorted)
+  kept = jnp.where(keep, probs, 0.0)
+  return kept / jnp.maximum(jnp.sum(kept, -1, keepdims=True), 1e-30)
 
 
 def sample_arrays(logits_fn: Callable[[jax.Array], jax.Array], key: jax.Array,
@@ -497,17 +549,19 @@ def sample_arrays(logits_fn: Callable[[jax.Array], jax.Array], key: jax.Array,
                   length: int = LENGTH) -> SampleOut:
   """`sample` with the sampler given as traced arrays (`sampler_arrays`)."""
   revise, conf = arrays['revise'], arrays['conf']
+  top_p = arrays.get('top_p', jnp.float32(1.0))
 
   def body(carry, inp):
     z, psi, key, n_rev = carry
-    alpha_t, alpha_s, sigma, count = inp
+    alpha_t, alpha_s, sigma, count, argmax = inp
     key, k_rev, k_draw, k_pick, k_tok = jax.random.split(key, 5)
     sig_tok = jnp.where(conf, token_sigma(z, psi, sigma, vocab, True),
                         token_sigma(z, psi, sigma, vocab, False))
     # Revision picks its tokens before the call and hides them from it.
     chosen = revise & (jax.random.uniform(k_rev, z.shape) < sig_tok)
     z_in = jnp.where(chosen, vocab, z)
-    probs = jax.nn.softmax(logits_fn(z_in).astype(jnp.float32), axis=-1)
+    probs = nucleus(
+        jax.nn.softmax(logits_fn(z_in).astype(jnp.float32), axis=-1), top_p)
     trans = step_trans(z_in, probs, jnp.where(revise, 0.0, sig_tok),
                        alpha_t, alpha_s, jnp.where(revise, 0.0, sigma))
     # A revised position is redrawn from x_theta right away (token -> token).
@@ -522,6 +576,10 @@ def sample_arrays(logits_fn: Callable[[jax.Array], jax.Array], key: jax.Array,
     pick = masked & (rank < count)
     tok = jax.random.categorical(k_tok, jnp.log(probs), axis=-1)
     new = jnp.where(count >= 0, jnp.where(pick, tok, z_in), new)
+    # The last step of the release: tokens masked before it are decoded by
+    # the argmax of x_theta (no MASK is left).
+    new = jnp.where(argmax & (z_in == vocab),
+                    jnp.argmax(probs, -1).astype(new.dtype), new)
     fresh = (new != vocab) & (z_in == vocab)
     conf_new = jnp.take_along_axis(
         probs, jnp.minimum(new, vocab - 1)[..., None], -1)[..., 0]
@@ -534,7 +592,8 @@ def sample_arrays(logits_fn: Callable[[jax.Array], jax.Array], key: jax.Array,
   (z, _, _, n_rev), frac = jax.lax.scan(
       body, (z0, psi0, key, jnp.int32(0)),
       (arrays['alpha_t'], arrays['alpha_s'], arrays['sigma'],
-       arrays['count']))
+       arrays['count'],
+       arrays.get('argmax', jnp.zeros_like(arrays['count'], bool))))
   return SampleOut(z, frac, n_rev)
 
 
@@ -551,6 +610,7 @@ __all__: Sequence[str] = [
     'Denoiser', 'LANGUAGES', 'LENGTH', 'OFF_SUPPORT', 'SAMPLERS', 'SampleOut',
     'Sampler', 'TrainState', 'corrupt', 'empirical_tv', 'is_valid',
     'language_strings', 'latin_squares', 'make_trainer', 'mdlm_loss', 'nelbo',
+    'nucleus', 'substitute',
     'oracle_logits_fn', 'sample', 'sample_arrays', 'sampler_arrays',
     'schedule', 'sigma_max', 'step_trans', 'string_ids', 'token_sigma',
     'tv_floor', 'unmask_counts', 'vocab_size']
