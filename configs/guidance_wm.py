@@ -20,7 +20,7 @@ matched Frechet distance.
 
 Variants:
   smoke    (CI, ~30 s) tiny nets, a few dozen training steps.
-  default  (CPU, ~15 min) 3 seeds; generator 256 x 3 blocks, 3000 steps;
+  default  (CPU, ~10-25 min) 3 seeds; generator 256 x 3 blocks, 3000 steps;
            decoder 1500 steps (one per post-hoc strength); windows 10 / 25 /
            40 of 50 x omega 2-32.
   paper    CIFAR-10 (32x32x3) from a local TFDS folder (prepare it elsewhere:

@@ -75,13 +75,14 @@ real-digit whitening the p-values of generated digits are NOT uniform (KS
 p < 1e-4 on 2000 samples; the generator's phi has a mean offset of up to
 ~1 whitened unit), with generated-digit whitening they are (KS p 0.28-0.42).
 
-Default run at 089df0f (3 seeds, 50 Euler steps, guidance in the last 25,
-omega 8, 'complete', per-task budget, box projection): bit accuracy 0.962
-(unguided 0.494), detection at P_FA = 1e-3 0.99, same label 0.956; 1-pixel-
-shift augmentations raise bit accuracy under a shift attack by 0.17 (0.740
-vs 0.570; with the shared budget +0.105); FD to real digits +52% (<= 10%
-only at omega 2); at matched FD guidance beats the post-hoc encoder (0.962
-vs 0.887; under the shift attack 0.740 vs 0.603).
+Default run at 0ce0747 (3 seeds, 50 Euler steps, guidance in the last 25,
+omega 8, 'complete', Eq. 9's shared budget, box projection): bit accuracy
+0.968 (unguided 0.500), detection at P_FA = 1e-3 0.997, same label 0.943;
+at matched FD, 1-pixel-shift augmentations raise bit accuracy under a shift
+attack by +0.106 over identity guidance, as many non-shift augmentations by
++0.013; FD to real digits +53% (<= 10% only near omega 2); at matched FD
+guidance beats post-hoc encoders trained at each strength (0.968 vs 0.680;
+under the shift attack 0.683 vs 0.559).
 
 The experiment (runner, sweeps, claims, plots) is `experiments/guidance_wm.py`.
 """
