@@ -86,6 +86,7 @@ def config_schema() -> dict[str, Any]:
       'grad_clip': pos,
       'ema_decay': cfg_lib.Float(min=0.0, max=1.0, max_inclusive=False),
       'gan_steps': cfg_lib.Int(min=1), 'disc_warmup': cfg_lib.Int(min=0),
+      'gan_ema_decay': cfg_lib.Float(min=0.0, max=1.0, max_inclusive=False),
       'gen_lr': pos, 'disc_lr': pos, 'mel_noise': nonneg,
       'periods': ints(2), 'mp_channels': ints(), 'mr_n_ffts': ints(8),
       'mr_channels': cfg_lib.Int(min=1),

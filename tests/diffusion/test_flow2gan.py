@@ -1,5 +1,9 @@
 """Flow2GAN: losses against direct computations, samplers, nets, claims (slow)."""
 
+import functools
+import textwrap
+import types
+
 import jax
 from jax.extend import core as jex_core
 import jax.numpy as jnp
@@ -129,6 +133,99 @@ def test_hinge_and_feature_matching_hand_cases():
   g = jax.grad(lambda r: f2g.feature_matching_loss([[r]], [[jnp.zeros(3)]]))(
       jnp.ones(3))
   np.testing.assert_array_equal(g, 0.0)
+
+
+class _TableDisc:
+  """Stands in for `Discriminators`: apply(g, y) gives the hand case above
+  (MP: one discriminator, real scores [2, .5], fake [-2, 0], maps as `fr` /
+  `ff`'s first; MR: real [-1], fake [1], maps [2] * 5 / [1] * 5) for y the
+  real clips and for any other y, each output times the parameter g."""
+
+  def __init__(self, real):
+    self.real = real
+
+  def apply(self, g, y):
+    r = jnp.all(y == self.real).astype(jnp.float32)   # 1: the real clips
+    pick = lambda a, b: g * (r * jnp.asarray(a) + (1 - r) * jnp.asarray(b))
+    return {'mp': [(pick([2.0, 0.5], [-2.0, 0.0]),
+                    [pick(jnp.ones((2, 3)), jnp.zeros((2, 3))),
+                     pick(jnp.zeros(4), jnp.full((4,), -0.5))])],
+            'mr': [(pick([-1.0], [1.0]),
+                    [pick(jnp.full((5,), 2.0), jnp.full((5,), 1.0))])]}
+
+
+_MEL_KW = dict(sample_rate=8000, mel_n_ffts=(32, 128), mel_n_mels=(5, 20))
+
+
+def test_gan_losses_weigh_the_hand_cases():
+  x = audio.synth_batch(jax.random.key(1), 2)['audio']
+  y = 0.5 * x
+  disc = _TableDisc(x)
+  mel = float(f2g.multiscale_mel_loss(x, y, 8000, (32, 128), (5, 20)))
+  # (GAN-1): L_D^MP = .25 + .5, L_D^MR = 2 + 2 (the hinge hand case).
+  d, dp = f2g.discriminator_loss(disc, 1.0, x, y)
+  assert float(dp['d_mp']) == pytest.approx(0.75)
+  assert float(dp['d_mr']) == pytest.approx(4.0)
+  assert float(d) == pytest.approx(0.75 + 0.1 * 4.0)        # 1.0 / 0.1
+  w = f2g.GANWeights(adv_mp=2.0, adv_mr=3.0, fm_mp=0.5, fm_mr=4.0, mel=1.0,
+                     disc_mp=2.0, disc_mr=0.5)
+  assert float(f2g.discriminator_loss(disc, 1.0, x, y, w)[0]) == (
+      pytest.approx(2 * 0.75 + 0.5 * 4.0))
+  # The fake side is held constant in the discriminators' loss (not in the
+  # generator's): a discriminator linear in y.
+  lin = types.SimpleNamespace(apply=lambda g, v: {
+      k: [(g * v[:, :4], [g * v[:, :4]])] for k in ('mp', 'mr')})
+  grad = lambda fn: jax.grad(lambda f: fn(lin, 1.0, x, f)[0])(y)
+  np.testing.assert_array_equal(grad(f2g.discriminator_loss), 0.0)
+  assert np.abs(grad(functools.partial(f2g.generator_loss, **_MEL_KW))[
+      :, :4]).min() > 0
+  # (GAN-2): adv_MP = mean(relu(1 - [-2, 0])) = 2, adv_MR = relu(1 - 1) = 0,
+  # FM_MP = 1 + .5, FM_MR = 1, mel as multiscale_mel_loss.
+  g, gp = f2g.generator_loss(disc, 1.0, x, y, **_MEL_KW)
+  want = {'adv_mp': 2.0, 'adv_mr': 0.0, 'fm_mp': 1.5, 'fm_mr': 1.0,
+          'mel': mel}
+  assert {k: float(v) for k, v in gp.items()} == pytest.approx(want)
+  assert float(g) == pytest.approx(2.0 + 0.0 + 1.5 + 0.1 * 1.0 + 45 * mel,
+                                   rel=1e-6)
+  assert float(f2g.generator_loss(disc, 1.0, x, y, w, **_MEL_KW)[0]) == (
+      pytest.approx(2 * 2.0 + 0.5 * 1.5 + 4.0 * 1.0 + mel, rel=1e-6))
+
+
+def test_mel_only_generator_loss_ignores_the_discriminators():
+  x = audio.synth_batch(jax.random.key(1), 2)['audio']
+  y = 0.5 * x
+  disc = _TableDisc(x)
+  loss = lambda g, w, d=disc: jax.value_and_grad(
+      lambda f: f2g.generator_loss(d, g, x, f, w, **_MEL_KW)[0])(y)
+  full = f2g.GANWeights()
+  # The full loss moves with the discriminators' parameters ...
+  assert float(loss(2.0, full)[0]) != pytest.approx(float(loss(1.0, full)[0]))
+  # ... the mel-only one does not: same value and gradient for any
+  # parameters, and without discriminators at all.
+  mo = full.mel_only()
+  assert mo == f2g.GANWeights(0.0, 0.0, 0.0, 0.0, 45.0, 1.0, 0.1)
+  assert full.uses_discriminator and not mo.uses_discriminator
+  ref_val, ref_grad = loss(None, mo, None)
+  for g in (1.0, 2.0, -3.0):
+    val, grad = loss(g, mo)
+    assert float(val) == float(ref_val)
+    np.testing.assert_array_equal(grad, ref_grad)
+  mel = f2g.multiscale_mel_loss(x, y, 8000, (32, 128), (5, 20))
+  val, parts = f2g.generator_loss(None, None, x, y, mo, **_MEL_KW)
+  assert list(parts) == ['mel'] and float(val) == float(45.0 * mel)
+  # A traced weight counts as used (its value is not known when tracing).
+  seen = []
+  jax.jit(lambda a: seen.append(
+      f2g.GANWeights(0.0, 0.0, a, 0.0).uses_discriminator) or a)(0.0)
+  assert seen == [True]
+
+
+def test_gan_settings_and_weights_default_to_the_default_config():
+  c = f2g_config.get_config()
+  assert f2g.gan_weights(c) == f2g.GANWeights()
+  assert f2g.gan_weights(f2g.GANSettings()) == f2g.GANWeights()
+  for k, v in f2g.GANSettings()._asdict().items():
+    assert v == (tuple(c[k]) if isinstance(v, tuple) else c[k]), k
 
 
 def test_multiscale_mel_loss():
