@@ -11,8 +11,10 @@ matching generators (seeds vmapped): endpoint vs velocity estimation (both
 with spectral-energy loss scaling), endpoint with plain MSE, and a
 single-branch (Vocos-like) endpoint model at the multi-branch parameter
 count. Stage 2 GAN-fine-tunes the endpoint teacher unrolled to 1 (and 2)
-Euler steps. Metrics on fixed test clips: LSD (overall, quiet bins), RMS in
-the silent gaps, multi-resolution STFT loss.
+Euler steps, and fine-tunes it the same way on the mel L1 alone (the
+mel-only control of (iii): adversarial and feature-matching weights 0).
+Metrics on fixed test clips: LSD (overall, quiet bins), RMS in the silent
+gaps, multi-resolution STFT loss.
 
 Variants:
   smoke    (CI) the endpoint model only, tiny nets, a few steps, 1 seed.
