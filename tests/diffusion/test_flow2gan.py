@@ -377,15 +377,24 @@ def branches_run(tmp_path_factory):
                             tmp_path_factory.mktemp('flow2gan_b') / 'run')
 
 
-# Holds, narrowly, at 4cc4ef4 (branches variant, 162 s): single - multi
-# +0.32 +- 0.31 dB over 8 seeds (LSD multi 16.75 vs single 17.07); at 4e9db89
-# (EMA without bias correction) the same run gave +0.30 +- 0.32, no difference.
-# The null control single vs single is -0.04 +- 0.21.
+# At 14b389d (8 seeds, 300 FM steps): single - multi +0.32 +- 0.30 dB (LSD
+# multi 16.74 vs single 17.06), "multi better" by 0.02 dB of CI; at 4e9db89
+# (EMA without bias correction) +0.30 +- 0.32, no difference. The null
+# control single vs single was -0.04 +- 0.21. A margin that thin is not
+# pinned: the test checks that the verdict is the one its own paired CI
+# gives, over the variant's 16 seeds, and that the null control fails.
 @pytest.mark.slow
-def test_branches_multi_beats_single(branches_run):
+def test_branches_claim_follows_its_ci(branches_run):
   c = _claim(branches_run, '(iv)')
+  diff = (_per_seed(branches_run, 'lsd/single_2step')
+          - _per_seed(branches_run, 'lsd/endpoint_2step'))
+  assert len(diff) == f2g_config.get_config('branches').num_seeds == 16
+  d, ci = log_lib.mean_ci95(diff)
+  verdict = ('multi better' if d - ci > 0 else 'single better'
+             if d + ci < 0 else 'no difference')
+  assert f'over 16 seeds ({verdict})' in c['evidence'], (c, d, ci)
+  assert c['holds'] == (d - ci > 0), (c, d, ci)
   assert c['control'].endswith('(fails)'), c
-  assert c['holds'], c
 
 
 def test_branch_claim_is_a_paired_ci_with_a_null_control():
