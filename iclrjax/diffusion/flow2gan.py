@@ -628,11 +628,12 @@ class GANState(NamedTuple):
 
 class GANWeights(NamedTuple):
   """The loss weights of (GAN-1) and (GAN-2), defaults the release's
-  (bin/finetune.py; `gan_weights` of configs/flow2gan.py): the generator's
-  hinge adversarial (adv_*) and feature-matching (fm_*) terms and the
-  discriminators' hinge losses (disc_*) weigh the multi-period (mp)
-  discriminator 1.0 and the multi-resolution (mr) one 0.1; the multi-scale
-  log-mel L1 weighs 45."""
+  (bin/finetune.py: the defaults of --{disc,gen,feat-map}-loss-{mp,mr}-scale
+  and --mel-recon-loss-scale, combined in compute_loss; `gan_weights` of
+  configs/flow2gan.py): the generator's hinge adversarial (adv_*) and
+  feature-matching (fm_*) terms and the discriminators' hinge losses
+  (disc_*) weigh the multi-period (mp) discriminator 1.0 and the
+  multi-resolution (mr) one 0.1; the multi-scale log-mel L1 weighs 45."""
 
   adv_mp: float = 1.0
   adv_mr: float = 0.1
@@ -673,7 +674,7 @@ def discriminator_loss(disc: Discriminators, disc_params: PyTree,
                        ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """(GAN-1): disc_mp L_D^MP + disc_mr L_D^MR, the hinge losses of the
   multi-period and multi-resolution discriminators (the release's
-  models/gan.py:57-66) on real waveforms `real` [B, N] and generated ones
+  models/gan.py:57-66, weighted as in bin/finetune.py compute_loss) on real waveforms `real` [B, N] and generated ones
   `fake` [B, N]; `fake` is held constant (this is the discriminators' loss).
   Returns (loss, {'d_mp': L_D^MP, 'd_mr': L_D^MR})."""
   r = disc.apply(disc_params, real)
@@ -692,7 +693,8 @@ def generator_loss(disc: Discriminators | None, disc_params: PyTree,
   mel L_mel for generated waveforms `fake` [B, N] against `real` [B, N]:
   hinge adversarial terms, feature matching against the real clips' maps
   (constants) and the multi-scale log-mel L1 at (mel_n_ffts, mel_n_mels)
-  (the release's models/gan.py:68-99). Differentiate it with respect to
+  (the release's models/gan.py:68-99, weighted as in bin/finetune.py
+  compute_loss). Differentiate it with respect to
   `fake`. Returns (loss, parts), parts the unweighted terms by weight name.
 
   With `weights.uses_discriminator` False (e.g. `GANWeights().mel_only()`)
