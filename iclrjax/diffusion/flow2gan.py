@@ -55,6 +55,12 @@ hinge losses,
                                                                          (GAN-2)
 The generator is updated only after `disc_warmup` discriminator steps, and
 the mel condition gets 0.2 u N(0, 1) noise (u ~ U(0, 1) per example).
+`discriminator_loss` (GAN-1) and `generator_loss` (GAN-2) take the weights
+as a `GANWeights`; `make_gan_trainer` builds the stage from them and a
+`GANSettings` (18 fields with defaults; the experiment's config has them
+too). `GANWeights.mel_only()` zeroes the adversarial and feature-matching
+weights: the same stage then regresses the mel L1 alone without running
+the discriminators (the control of the experiment's claim (iii)).
 
 Sizes here are scaled down (8 kHz, 0.5 s clips, ~0.1-0.3 M parameters);
 the algorithm is unchanged. Data: synthetic clips drawn inside the step
@@ -620,32 +626,208 @@ class GANState(NamedTuple):
   key: jax.Array
 
 
+class GANWeights(NamedTuple):
+  """The loss weights of (GAN-1) and (GAN-2), defaults the release's
+  (bin/finetune.py: the defaults of --{disc,gen,feat-map}-loss-{mp,mr}-scale
+  and --mel-recon-loss-scale, combined in compute_loss; `gan_weights` of
+  configs/flow2gan.py): the generator's hinge adversarial (adv_*) and
+  feature-matching (fm_*) terms and the discriminators' hinge losses
+  (disc_*) weigh the multi-period (mp) discriminator 1.0 and the
+  multi-resolution (mr) one 0.1; the multi-scale log-mel L1 weighs 45."""
+
+  adv_mp: float = 1.0
+  adv_mr: float = 0.1
+  fm_mp: float = 1.0
+  fm_mr: float = 0.1
+  mel: float = 45.0
+  disc_mp: float = 1.0
+  disc_mr: float = 0.1
+
+  def mel_only(self) -> GANWeights:
+    """These weights with the adversarial and feature-matching terms at 0:
+    fine-tuning on the mel L1 alone (the discriminators are not run)."""
+    return self._replace(adv_mp=0.0, adv_mr=0.0, fm_mp=0.0, fm_mr=0.0)
+
+  @property
+  def uses_discriminator(self) -> bool:
+    """False when every adversarial and feature-matching weight is a
+    concrete 0 (a traced weight counts as used)."""
+    return not all(_concrete_zero(getattr(self, k))
+                   for k in ('adv_mp', 'adv_mr', 'fm_mp', 'fm_mr'))
+
+
+def _concrete_zero(w) -> bool:
+  return not isinstance(w, jax.core.Tracer) and float(w) == 0.0
+
+
+def _scores(outs):
+  return [s for s, _ in outs]
+
+
+def _fmaps(outs):
+  return [f for _, f in outs]
+
+
+def discriminator_loss(disc: Discriminators, disc_params: PyTree,
+                       real: jax.Array, fake: jax.Array,
+                       weights: GANWeights = GANWeights()
+                       ) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """(GAN-1): disc_mp L_D^MP + disc_mr L_D^MR, the hinge losses of the
+  multi-period and multi-resolution discriminators (the release's
+  models/gan.py:57-66, weighted as in bin/finetune.py compute_loss) on real waveforms `real` [B, N] and generated ones
+  `fake` [B, N]; `fake` is held constant (this is the discriminators' loss).
+  Returns (loss, {'d_mp': L_D^MP, 'd_mr': L_D^MR})."""
+  r = disc.apply(disc_params, real)
+  f = disc.apply(disc_params, jax.lax.stop_gradient(fake))
+  mp = hinge_d_loss(_scores(r['mp']), _scores(f['mp']))
+  mr = hinge_d_loss(_scores(r['mr']), _scores(f['mr']))
+  return weights.disc_mp * mp + weights.disc_mr * mr, {'d_mp': mp, 'd_mr': mr}
+
+
+def generator_loss(disc: Discriminators | None, disc_params: PyTree,
+                   real: jax.Array, fake: jax.Array,
+                   weights: GANWeights = GANWeights(), *, sample_rate: int,
+                   mel_n_ffts: Sequence[int], mel_n_mels: Sequence[int]
+                   ) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """(GAN-2): adv_mp adv_MP + adv_mr adv_MR + fm_mp FM_MP + fm_mr FM_MR +
+  mel L_mel for generated waveforms `fake` [B, N] against `real` [B, N]:
+  hinge adversarial terms, feature matching against the real clips' maps
+  (constants) and the multi-scale log-mel L1 at (mel_n_ffts, mel_n_mels)
+  (the release's models/gan.py:68-99, weighted as in bin/finetune.py
+  compute_loss). Differentiate it with respect to
+  `fake`. Returns (loss, parts), parts the unweighted terms by weight name.
+
+  With `weights.uses_discriminator` False (e.g. `GANWeights().mel_only()`)
+  the discriminators are not run: the loss is mel L_mel alone, parts is
+  {'mel': L_mel}, and `disc`, `disc_params` may be None.
+  """
+  parts = {}
+  if weights.uses_discriminator:
+    r = disc.apply(disc_params, real)
+    f = disc.apply(disc_params, fake)
+    parts = {'adv_mp': hinge_g_loss(_scores(f['mp'])),
+             'adv_mr': hinge_g_loss(_scores(f['mr'])),
+             'fm_mp': feature_matching_loss(_fmaps(r['mp']), _fmaps(f['mp'])),
+             'fm_mr': feature_matching_loss(_fmaps(r['mr']), _fmaps(f['mr']))}
+  parts['mel'] = multiscale_mel_loss(real, fake, sample_rate, mel_n_ffts,
+                                     mel_n_mels)
+  return sum(getattr(weights, k) * v for k, v in parts.items()), parts
+
+
+class GANSettings(NamedTuple):
+  """What the GAN stage reads besides its weights, defaults the default
+  variant of configs/flow2gan.py (whose config can stand in for it: the
+  names are its fields).
+
+  sample_rate, clip_length: the clips (clip_length sizes the
+  discriminators' init and the synthetic clips); batch_size; mel_n_fft,
+  mel_hop, n_mels: the generator's log-mel condition (`condition`);
+  noise_scale: sigma0 of x0; mel_noise: the condition's noise 0.2 u N(0, 1);
+  gan_steps: the length of the cosine learning-rate schedules; gen_lr,
+  disc_lr, grad_clip, b1, b2: the two clipped Adam optimisers; disc_warmup:
+  discriminator-only steps before the generator moves; gan_ema_decay: the
+  generator's (bias-corrected) EMA; mel_loss_n_ffts, mel_loss_n_mels: the
+  scales of the (GAN-2) mel L1.
+  """
+
+  sample_rate: int = 8000
+  clip_length: int = 4000
+  batch_size: int = 8
+  mel_n_fft: int = 256
+  mel_hop: int = 64
+  n_mels: int = 32
+  noise_scale: float = 0.1
+  mel_noise: float = 0.2
+  gan_steps: int = 100
+  gen_lr: float = 2e-4
+  disc_lr: float = 1e-3
+  grad_clip: float = 1.0
+  b1: float = 0.9
+  b2: float = 0.99
+  disc_warmup: int = 20
+  gan_ema_decay: float = 0.97
+  mel_loss_n_ffts: tuple[int, ...] = (32, 64, 128, 256, 512)
+  mel_loss_n_mels: tuple[int, ...] = (5, 10, 20, 40, 80)
+
+
+def gan_weights(c) -> GANWeights:
+  """`c.gan_weights` (a config's mapping) as GANWeights; GANWeights() when
+  c has none (e.g. a GANSettings)."""
+  w = getattr(c, 'gan_weights', None)
+  return GANWeights() if w is None else GANWeights(**dict(w))
+
+
 def make_discriminators(c) -> Discriminators:
+  """The MP + MR discriminators of a config (periods, mp_channels,
+  mr_n_ffts, mr_channels)."""
   return Discriminators(periods=tuple(c.periods),
                         mp_channels=tuple(c.mp_channels),
                         resolutions=tuple(c.mr_n_ffts),
                         mr_channels=c.mr_channels)
 
 
-def make_gan_trainer(model: Generator, disc: Discriminators, c,
-                     num_steps: int, from_data: bool = False):
+def make_gan_trainer(model: Generator, disc: Discriminators,
+                     c: Any = GANSettings(), num_steps: int = 1,
+                     from_data: bool = False, *,
+                     weights: GANWeights | None = None):
   """(init(key, teacher_params), step) of stage 2 for the N-step generator.
 
-  Each step: generate yhat with the unrolled N-step Euler sampler from
+  c: a `GANSettings` (or the experiment's config, which has its fields);
+  weights: the (GAN-1, GAN-2) weights, None: `gan_weights(c)`. Each step:
+  generate yhat with the unrolled N-step (num_steps) Euler sampler from
   x0 = sigma0 N(0, I) and the (noised) log-mel; one discriminator update on
-  (GAN-1); then, once t >= disc_warmup, one generator update on (GAN-2)
-  against the updated discriminators (the same yhat, back-propagated
-  through the sampler by its VJP). Branch dropout is off. The clips are
-  synthetic, or with `from_data` minibatches of `data` as in
-  `make_fm_trainer` (step(state, t, data); the batch key is split off the
-  state's key, the rest of the step's randomness folds the other half);
-  either way the clips and x0 are split over the mesh's 'data' axis.
+  `discriminator_loss`; then, once t >= disc_warmup, one generator update on
+  `generator_loss` against the updated discriminators (the same yhat,
+  back-propagated through the sampler by its VJP). Branch dropout is off.
+  With mel-only weights (`GANWeights.uses_discriminator` False) the
+  discriminators are initialised but neither run nor updated, and the
+  generator moves on the same steps, data and noise as with the full
+  weights. The clips are synthetic, or with `from_data` minibatches of
+  `data` as in `make_fm_trainer` (step(state, t, data); the batch key is
+  split off the state's key, the rest of the step's randomness folds the
+  other half); either way the clips and x0 are split over the mesh's 'data'
+  axis. Metrics: 'g_loss' and its parts, and 'd_loss', 'd_mp', 'd_mr' when
+  the discriminators train.
+
+  Example (a user's own generator and clips, no experiment config):
+    ```python
+    import jax
+    import jax.numpy as jnp
+    from iclrjax.diffusion import flow2gan as f2g
+
+    s = f2g.GANSettings(clip_length=512, batch_size=2, mel_n_fft=64,
+                        mel_hop=32, n_mels=8, gan_steps=3, disc_warmup=1,
+                        mel_loss_n_ffts=(32, 64), mel_loss_n_mels=(5, 10))
+    gen = f2g.Generator(n_ffts=(32,), hops=(16,), channels=(8,),
+                        num_layers=1, cond_hop=32, cond_channels=8,
+                        cond_layers=0, time_dim=8)
+    clips = 0.3 * jnp.sin(0.05 * jnp.arange(4 * 512.0)).reshape(4, 512)
+    mel = f2g.condition(s, clips)               # [4, frames, 8]
+    params = gen.init(jax.random.key(0), mel[:1], clips[:1], jnp.zeros(1),
+                      method=f2g.Generator.init_all)   # e.g. from stage 1
+    disc = f2g.Discriminators(periods=(2, 3), mp_channels=(4, 4),
+                              resolutions=(64,), mr_channels=4)
+    init, step = f2g.make_gan_trainer(gen, disc, s, num_steps=1,
+                                      from_data=True,
+                                      weights=f2g.GANWeights(mel=45.0))
+    state, step = init(jax.random.key(1), params), jax.jit(step)
+    for t in range(3):
+      state, m = step(state, t, clips)
+      print(t, float(m['d_loss']), float(m['g_loss']), float(m['mel']))
+    x0 = s.noise_scale * jax.random.normal(jax.random.key(2), clips.shape)
+    audio = f2g.generate(gen, state.ema, mel, x0, 1, pred_x1=True)
+    print(audio.shape)                          # (4, 512)
+    ```
   """
+  weights = gan_weights(c) if weights is None else weights
+  adversarial = weights.uses_discriminator
   gtx = _cosine_adamw(c.gen_lr, c, 0, c.gan_steps)
   dtx = _cosine_adamw(c.disc_lr, c, 0, c.gan_steps)
   spec = clip_spec(c)
-  w = c.gan_weights
   batch_fn = train_lib.minibatch(None, c.batch_size)
+  gen_kw = dict(sample_rate=c.sample_rate,
+                mel_n_ffts=tuple(c.mel_loss_n_ffts),
+                mel_n_mels=tuple(c.mel_loss_n_mels))
 
   def init(key, teacher):
     k_d, k_run = jax.random.split(key)
@@ -668,36 +850,18 @@ def make_gan_trainer(model: Generator, disc: Discriminators, c,
         c.noise_scale * jax.random.normal(kn, x1.shape))
     fake, vjp = jax.vjp(lambda p: generate(model, p, mel, x0, num_steps,
                                            pred_x1=True), state.gen)
-
-    def d_loss_fn(dp):
-      real = disc.apply(dp, x1)
-      fk = disc.apply(dp, jax.lax.stop_gradient(fake))
-      mp = hinge_d_loss([s for s, _ in real['mp']], [s for s, _ in fk['mp']])
-      mr = hinge_d_loss([s for s, _ in real['mr']], [s for s, _ in fk['mr']])
-      return w.disc_mp * mp + w.disc_mr * mr, (mp, mr)
-
-    (d_loss, (d_mp, d_mr)), dg = jax.value_and_grad(
-        d_loss_fn, has_aux=True)(state.disc)
-    dupd, disc_opt = dtx.update(dg, state.disc_opt, state.disc)
-    dparams = optax.apply_updates(state.disc, dupd)
-
-    real = disc.apply(dparams, x1)
-
-    def g_loss_fn(y):
-      fk = disc.apply(dparams, y)
-      parts = {
-          'adv_mp': hinge_g_loss([s for s, _ in fk['mp']]),
-          'adv_mr': hinge_g_loss([s for s, _ in fk['mr']]),
-          'fm_mp': feature_matching_loss([f for _, f in real['mp']],
-                                         [f for _, f in fk['mp']]),
-          'fm_mr': feature_matching_loss([f for _, f in real['mr']],
-                                         [f for _, f in fk['mr']]),
-          'mel': multiscale_mel_loss(x1, y, c.sample_rate, c.mel_loss_n_ffts,
-                                     c.mel_loss_n_mels)}
-      total = sum(getattr(w, k) * v for k, v in parts.items())
-      return total, parts
-
-    (g_loss, parts), gy = jax.value_and_grad(g_loss_fn, has_aux=True)(fake)
+    metrics = {}
+    dparams, disc_opt = state.disc, state.disc_opt
+    if adversarial:
+      (d_loss, d_parts), dg = jax.value_and_grad(
+          lambda dp: discriminator_loss(disc, dp, x1, fake, weights),
+          has_aux=True)(state.disc)
+      dupd, disc_opt = dtx.update(dg, state.disc_opt, state.disc)
+      dparams = optax.apply_updates(state.disc, dupd)
+      metrics = {'d_loss': d_loss, **d_parts}
+    (g_loss, parts), gy = jax.value_and_grad(
+        lambda y: generator_loss(disc, dparams, x1, y, weights, **gen_kw),
+        has_aux=True)(fake)
     (gg,) = vjp(gy)
     gupd, gen_opt = gtx.update(gg, state.gen_opt, state.gen)
     gen = optax.apply_updates(state.gen, gupd)
@@ -705,10 +869,9 @@ def make_gan_trainer(model: Generator, disc: Discriminators, c,
     gen = jax.tree.map(lambda a, b: jnp.where(on, a, b), gen, state.gen)
     gen_opt = jax.tree.map(lambda a, b: jnp.where(on, a, b), gen_opt,
                            state.gen_opt)
-    ema = nets.ema_update(state.ema, gen, jnp.where(
-        on, nets.ema_decay_debiased(t - c.disc_warmup, c.ema_decay), 1.0))
-    metrics = {'d_loss': d_loss, 'd_mp': d_mp, 'd_mr': d_mr,
-               'g_loss': g_loss, **parts}
+    decay = nets.ema_decay_debiased(t - c.disc_warmup, c.gan_ema_decay)
+    ema = nets.ema_update(state.ema, gen, jnp.where(on, decay, 1.0))
+    metrics.update(g_loss=g_loss, **parts)
     return GANState(gen, gen_opt, dparams, disc_opt, ema, state.key), metrics
 
   return init, step
@@ -784,10 +947,13 @@ def make_evaluator(model: Generator, c, num_steps: int, pred_x1: bool,
 
 __all__: Sequence[str] = [
     'BiasNorm', 'Branch', 'CondEncoder', 'ConvNeXtBlock', 'Discriminators',
-    'FMState', 'GANState', 'Generator', 'MRD_BANDS', 'PeriodDiscriminator',
-    'ResolutionDiscriminator', 'branch_dropout_weights', 'clip_metrics',
-    'condition', 'endpoint_velocity', 'euler_sample', 'evaluator_fn',
-    'feature_matching_loss', 'fm_loss', 'generate', 'hinge_d_loss',
-    'hinge_g_loss', 'make_evaluator', 'make_fm_trainer', 'make_gan_trainer', 'make_generator', 'match_channels',
-    'mrd_input', 'multiscale_mel_loss', 'param_count', 'spectral_scaled_loss',
-    'test_set', 'test_set_shapes', 'upsample_cond']
+    'FMState', 'GANSettings', 'GANState', 'GANWeights', 'Generator',
+    'MRD_BANDS', 'PeriodDiscriminator', 'ResolutionDiscriminator',
+    'branch_dropout_weights', 'clip_metrics', 'condition',
+    'discriminator_loss', 'endpoint_velocity', 'euler_sample',
+    'evaluator_fn', 'feature_matching_loss', 'fm_loss', 'gan_weights',
+    'generate', 'generator_loss', 'hinge_d_loss', 'hinge_g_loss',
+    'make_discriminators', 'make_evaluator', 'make_fm_trainer',
+    'make_gan_trainer', 'make_generator', 'match_channels', 'mrd_input',
+    'multiscale_mel_loss', 'param_count', 'spectral_scaled_loss', 'test_set',
+    'test_set_shapes', 'upsample_cond']
