@@ -47,6 +47,11 @@ STALE: dict[str, str] = {
         'the defaults and added the ACCEL, PAIRED, SFL and VDS baselines; '
         'rerun pending')
        for v in ('dubins_skewed',)},
+    **{f'flow2gan/{v}': (
+        'ran before 23ded10: 600 flow-matching steps (was 300), a mel-only '
+        'fine-tuning control for (iii), 16 seeds for (iv) in `branches`, '
+        'its own GAN EMA; rerun pending')
+       for v in ('default', 'branches')},
     'dlm/default': (
         'ran before the ReMDM sampler took the release\'s settings (uniform '
         'remasking, nucleus 0.9, final argmax) and training its random-token '
