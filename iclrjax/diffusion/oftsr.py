@@ -4,14 +4,15 @@ Zhu, Wang, Lu, Li, Yan, Zhang, "OFTSR: One-Step Flow for Image
 Super-Resolution with Tunable Fidelity-Realism Trade-offs", arXiv 2412.09465
 (ICLR 2026). The teacher loss, the one-step sample, the teacher's RK2 rule
 and the SR operators match the released code (yuanzhi-zhu/OFTSR at 003b6f4:
-`fm/flow_matching.py`, `fm/sampling.py`, `fm/measurements.py`;
-tests/parity/test_oftsr.py). The student's distillation code (`distill_fm.py`)
-is NOT in the released repository, so the student losses below follow the
-paper's Sec. 3, unchecked against
-code; the equation names are the paper's Sec. 3 quantities (numbers not
-checked against the PDF). Deliberate: `euler_sample` steps by (T - eps) / N
+`fm/flow_matching.py`, `fm/sampling.py`, `fm/measurements.py`), and the
+student's losses match its `distill_fm.py` (at commit 81730f3, not an
+ancestor of 003b6f4: the training step's distillation block,
+distill_fm.py:383-456), all checked by tests/parity/test_oftsr.py. The
+equation names are the paper's Sec. 3 quantities (numbers not checked
+against the PDF). Deliberate: `euler_sample` steps by (T - eps) / N
 on its grid, where the release's Euler sampler steps by 1 / N on a grid
-spaced (T - eps) / N (`fm/sampling.py:80, 103, 119`).
+spaced (T - eps) / N (`fm/sampling.py:80, 103, 119`); the teacher of the
+distillation runs without dropout (see `distill_losses`).
 
 Time convention (OFTSR's own, the OPPOSITE of `flow.py`): t = 0 is the
 source -- the noise-augmented, upsampled low-resolution image -- and t = 1
@@ -52,10 +53,11 @@ t ~ U[t_min, t_max], s = min(t + dt, t_max) (`sample_times`):
   L_BC      = || v_phi(x_0, t_min) - v_theta(x_0, t_min) ||^2
   L = 1.0 L_distill + 0.1 L_BC + 0.01 L_align
 
-(`distill_losses`, `student_loss`). ||.||^2 is the mean over elements (torch
-`mse_loss`); L_align averages per example, weights by (1 - t)^2, then
-averages over the batch, as the official code does. dt = 0.05,
-[t_min, t_max] = [0.01, 0.99].
+(`distill_losses`, `student_loss`; distill_fm.py:385-453 at 81730f3, weights
+and times from configs/dis_fm_*.yml `boot`). ||.||^2 is the mean over
+elements (torch `mse_loss`); L_align averages per example, weights by
+(1 - t)^2, then averages over the batch, as the official code does
+(distill_fm.py:446-448). dt = 0.05, [t_min, t_max] = [0.01, 0.99].
 
 Paper scale (`configs/oftsr.py:paper`): 4x SR of RGB photographs (FFHQ
 256x256 or DIV2K crops, read from a local folder by `images.
@@ -238,12 +240,28 @@ def sample_times(key: jax.Array, n: int, t_min: float = 0.01,
 def distill_losses(student: Velocity, teacher: Velocity, x0: jax.Array,
                    t: jax.Array, s: jax.Array, t_min: float = 0.01,
                    r: float = 0.5) -> dict[str, jax.Array]:
-  """The three student losses of OFTSR ('v_boot'; the paper's `distill_fm.py`,
-  not in the released repository).
+  """The three student losses of OFTSR ('v_boot', RK2 teacher), as the
+  release's `distill_fm.py` computes them (commit 81730f3,
+  distill_fm.py:383-456: x_t at 396, the RK2 teacher with t_2 = r s +
+  (1 - r) t at 400-409, L_distill with (s - t)/s at 422-423, L_BC at
+  435-438, L_align at 446-448; tests/parity/test_oftsr.py). Our t + r (s - t)
+  equals their r s + (1 - r) t up to float32 rounding. Deliberate: the
+  release's teacher is a deep copy of the student network (distill_fm.py:241)
+  that is never put in eval mode (only the student's mode is set, 259, 502,
+  508), so with the U-Net's dropout 0.1 (configs/dis_fm_*.yml,
+  models/unet.py:230) its calls apply dropout; `make_student_trainer`
+  binds the teacher without dropout (a frozen, deterministic target). The
+  ResMLP of the digits runs has no dropout, so only the `paper` variant is
+  concerned.
 
   Args:
-    student: v_phi(x, t) with the condition y bound (differentiated).
-    teacher: v_theta(x, t) with y bound (never differentiated).
+    student: v_phi(x, t) with the condition y bound (differentiated). It is
+      called ONCE on 3B rows: x = concat(x_0, x_0, x_0), t = concat(t, s,
+      t_min), so it must tile y to match (`bind` does: k = rows / B copies);
+      a closure that just concatenates x with a [B, ...] y fails.
+    teacher: v_theta(x, t) with y bound (never differentiated). Called on
+      2B rows (concat(x_t, x_0) at concat(t, t_min)), then on B rows (the
+      RK2 midpoint state): the same tiling contract as `student`.
     x0: source x_0 [B, ...].
     t, s: [B] times (`sample_times`).
     t_min: the boundary time of L_BC.

@@ -1,4 +1,4 @@
-"""OFTSR against yuanzhi-zhu/OFTSR (003b6f4) on a stub network.
+"""OFTSR against yuanzhi-zhu/OFTSR (003b6f4; distill_fm.py at 81730f3).
 
 The reference (generate/oftsr.py) runs its own one-step sample
 (`FM.image_restoration_t_`, fm/flow_matching.py:232-244, and the
@@ -11,9 +11,24 @@ stub velocity: `oftsr.one_step`, `teacher_loss`, `euler_sample`,
 `rk2_velocity` (the teacher solver of the distillation), `avg_pool` /
 `upsample`, `bicubic_down` / `bicubic_up`.
 
-Not compared: the student's distillation losses (`distill_losses`), whose
-code is not in the released repository. Deliberate: the Euler sampler's
-step (ours (T - eps)/N, theirs 1/N on a grid spaced (T - eps)/N).
+Student losses: the release's `distill_fm.py` (commit 81730f3, not an
+ancestor of 003b6f4) computes them inline in its training loop
+(distill_fm.py:383-456 at 81730f3: t, s at 385-386, the RK2 teacher with
+t_2 = r s + (1 - r) t at 396-409, 'v_boot' with (s - t)/s at 422-423,
+boundary at 435-438, alignment at 446-448, the weighted total at 453); the
+generator executes those statements with fixed linear stand-in networks
+(v = A z + tau B z + tau^2 c on z = concat(x, y)). Ours, `distill_losses`
+and `student_loss` with the same weights through `bind` (the student called
+on 3B rows, the teacher on 2B then B), on the reference's draws of t and s:
+the times and inputs every network call sees, the three losses, the total,
+and its gradient in the student's weights (which the stop-gradients decide).
+
+Deliberate: the Euler sampler's step (ours (T - eps)/N, theirs 1/N on a
+grid spaced (T - eps)/N). Not compared (stochastic, documented in
+`oftsr.distill_losses`): the release's teacher is a deep copy of the
+student net never put in eval mode (distill_fm.py:241; only the student's
+mode is set, 259), so its dropout is on; ours calls the teacher without
+dropout.
 """
 
 import functools
@@ -34,6 +49,11 @@ FIXTURE = 'oftsr'
 # (ulp 6e-5), a few roundings apart.
 TOL = 2e-6
 TOL_TIME = 2e-4
+# Student losses: mean squares of O(0.1-1) velocity gaps, compared relative
+# to their value (float32 sums of a few hundred terms); the gradient of the
+# total (|g| up to ~0.07) as max |diff| relative to max |g|.
+TOL_LOSS = 1e-5
+TOL_GRAD = 1e-5
 C = 3
 
 
@@ -77,6 +97,63 @@ class _GridStub(_Stub):
     n = len(self.outs)
     k = jnp.round((t[0] - oftsr.EPS_T) * n / (oftsr.T_END - oftsr.EPS_T))
     return jnp.stack(self.outs)[jnp.clip(k.astype(jnp.int32), 0, n - 1)]
+
+
+class _Linear:
+  """The generator's stand-in network as a `bind`-able net: v = A z + tau
+  B z + tau^2 c, z = concat(x, y) flattened in NCHW order, tau = t * 999 /
+  999. `calls` records (x, t * 999) of every call (at trace time)."""
+
+  def __init__(self):
+    self.calls = []
+
+  def apply(self, p, x, y, t):
+    self.calls.append((x, oftsr.TIME_SCALE * t))
+    b, h, w, _ = x.shape
+    z = jnp.moveaxis(jnp.concatenate([x, y], axis=-1), -1, 1).reshape(b, -1)
+    tau = (oftsr.TIME_SCALE * t / 999.0)[:, None]
+    v = z @ p['A'].T + tau * (z @ p['B'].T) + tau ** 2 * p['c']
+    return jnp.moveaxis(v.reshape(b, C, h, w), 1, -1)
+
+
+def _params(flat, d_out):
+  d_in = 2 * d_out
+  n = d_out * d_in
+  return {'A': flat[:n].reshape(d_out, d_in),
+          'B': flat[n:2 * n].reshape(d_out, d_in), 'c': flat[2 * n:]}
+
+
+def _distill(a, k):
+  """`distill_losses` + `student_loss` on case k of the fixture, with the
+  gradient of the total in the student's weights."""
+  x0, y = _nhwc(a[f'distill{k}_x0']), _nhwc(a[f'distill{k}_cond'])
+  d_out = int(np.prod(x0.shape[1:]))
+  t_min, _, _, r, *lams = (float(v) for v in a[f'distill{k}_cfg'])
+  ps = _params(a[f'distill{k}_student_p'], d_out)
+  pt = _params(a[f'distill{k}_teacher_p'], d_out)
+  student, teacher = _Linear(), _Linear()
+
+  def loss(p):
+    parts = oftsr.distill_losses(
+        oftsr.bind(student, p, y), oftsr.bind(teacher, pt, y), x0,
+        jnp.asarray(a[f'distill{k}_t']), jnp.asarray(a[f'distill{k}_s']),
+        t_min, r)
+    # The recorded calls leave the transformation as outputs.
+    return (oftsr.student_loss(parts, *lams),
+            (parts, list(student.calls), list(teacher.calls)))
+
+  (total, (parts, s_calls, t_calls)), g = jax.value_and_grad(
+      loss, has_aux=True)(ps)
+  losses = jnp.stack([parts['distill'], parts['boundary'], parts['align'],
+                      total])
+  grad = jnp.concatenate([g[n].ravel() for n in ('A', 'B', 'c')])
+  b = x0.shape[0]
+  (_, ts), = s_calls                   # one call: rows (t, s, t_min)
+  (x_a, t_a), (x_mid, t_mid) = t_calls   # (x_t, x_0), then x_2
+  # In the reference's call order: (x_t, t), (x_2, t_2), (x_0, t_min).
+  t_x = jnp.stack([x_a[:b], x_mid, x_a[b:]])
+  t_t = jnp.stack([t_a[:b], t_mid, t_a[b:]])
+  return losses, grad, ts.reshape(3, b), t_t, t_x
 
 
 def _ours(a):
@@ -124,7 +201,12 @@ def _ours(a):
               oftsr.upsample(_nhwc(a['op_sr_avp_down']), 4))
   r['bicubic'] = (oftsr.bicubic_down(hr, 4),
                   oftsr.bicubic_up(_nhwc(a['op_sr_interp_down']), 4))
+  r['distill'] = [_distill(a, k) for k in range(_N_DISTILL)]
   return r, rec
+
+
+_N_DISTILL = 2   # fixture cases: the released config (r = 1/2), and Heun
+                 # (r = 1) with s clamped at t_max and other weights
 
 
 @functools.lru_cache(maxsize=None)
@@ -195,6 +277,31 @@ def checks() -> list[common.Check]:
   out.append(common.check(
       "'sr_interp' transpose: bicubic antialias up x4", up,
       _nhwc(a['op_sr_interp_up']), TOL))
+  for k, (losses, grad, s_t, t_t, t_x) in enumerate(r['distill']):
+    case = ('student step (' + ('config, r = 1/2' if k == 0 else
+                                'Heun r = 1, s clamped') + '; distill_fm.py)')
+    theirs = a[f'distill{k}_losses']
+    for i, name in enumerate((
+        "L_distill 'v_boot': target v(x_0, t) + ((s - t)/s)(v_T - v(x_0, t))",
+        'L_BC boundary at t_min', 'L_align (1 - t)^2-weighted',
+        'total lambda-weighted loss')):
+      out.append(common.Check(f'{case}: {name}, relative',
+                              abs(float(losses[i]) - float(theirs[i]))
+                              / abs(float(theirs[i])), TOL_LOSS))
+    g = a[f'distill{k}_grad']
+    out.append(common.Check(
+        f'{case}: gradient of the total in the student weights (stop-'
+        'gradients), relative to max |g|',
+        common.max_diff(grad, g) / float(np.abs(g).max()), TOL_GRAD))
+    out.append(common.check(f'{case}: student times seen (t, s, t_min) * 999',
+                            s_t, a[f'distill{k}_student_net_t'], TOL_TIME))
+    out.append(common.check(
+        f'{case}: teacher times seen (t, t_2 = r s + (1 - r) t, t_min) * 999',
+        t_t, a[f'distill{k}_teacher_net_t'], TOL_TIME))
+    out.append(common.check(
+        f'{case}: teacher inputs x_t = x_0 + t SG[v(x_0, t)], '
+        'x_2 = x_t + r (s - t) v_1, x_0', t_x,
+        _nhwc(a[f'distill{k}_teacher_net_x']), TOL))
   out.extend(deliberate_checks())
   return out
 
