@@ -83,8 +83,7 @@ def test_every_parity_test_is_named_on_its_papers_page():
 # Runs recorded before figures were tracked, whose reruns are still to come
 # (issue 47); each rerun removes its <name>/<variant> here.
 AWAITING_FIGURES = {
-    'dcd_ssm/gap',
-    'qdpm/integer'}
+    'dcd_ssm/gap'}
 
 
 def test_every_paper_has_a_page_and_every_recorded_run_its_figures():
