@@ -22,7 +22,8 @@ Variants:
            4.8M-parameter U-Net (width 64, 2 blocks per level) at batch 64
            for 100k steps, against VDM's CIFAR-10 net (32 ResNet blocks of
            128 channels at 32x32, no downsampling) at batch 128 for 10M
-           steps: ~0.5% of VDM's training compute.
+           steps: ~0.5% of the examples VDM's training sees and ~0.03%
+           of its FLOPs (~53 vs ~2.7 GFLOP per image forward).
 
 QDPM's gate u = exp(-(unit/t)^2) is in grid units (gate='grid': unit = the
 grid spacing), our deviation: the paper writes exp(-1/t^2) and feeds the

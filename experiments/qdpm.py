@@ -227,19 +227,18 @@ def _nll(kind, net, params, x0, key, levels, c):
 
 
 def _sample(kind, net, params, key, levels, c, dim, order=1):
-  """(samples on the grid, the model's continuous output before the final
-  rounding / decoding, or None where the sampler decodes inside)."""
+  """Samples on the grid [num_samples, dim] (QDPM's last step rounds by
+  Prop. 2; VDM and plain VE decode)."""
   if kind in QDPM_GATES:
     return qdpm.sample(net, params, key, c.num_samples, dim, levels,
                        num_steps=c.sample_steps, order=order,
                        kind='log_t' if c.time_sampling == 'log_t' else 'u',
-                       unit=_unit(kind, c, levels), return_last=True)
+                       unit=_unit(kind, c, levels))
   if kind == 'vdm':
     return qdpm.vdm_sample(net, params, key, c.num_samples, dim, levels,
-                           num_steps=c.sample_steps)
-  # The plain sampler decodes inside: no continuous output to report.
+                           num_steps=c.sample_steps)[0]
   return qdpm.plain_sample(net, params, key, c.num_samples, dim, levels,
-                           num_steps=c.sample_steps), None
+                           num_steps=c.sample_steps)
 
 
 def _bpd(est: lik.Estimate, dim: int) -> tuple[float, float]:
@@ -317,8 +316,8 @@ def run(r: launch.Run) -> launch.Result:
             mm, ss = _bpd(lik.Estimate(u_est.value - ref.value, None), dim)
             vals[name].append(mm)
             vals[f'{name}_se'].append(ss)
-        x_s, _ = _sample(kind, net, ema, jax.random.fold_in(key, 1),
-                         levels, cfg, dim)
+        x_s = _sample(kind, net, ema, jax.random.fold_in(key, 1), levels,
+                      cfg, dim)
         x_s = np.asarray(x_s)
         if s == 0:
           samples[f'{ds}/{kind}'] = x_s

@@ -139,9 +139,10 @@ def resolve_unit(unit: float | None, levels: Any) -> float:
     return gate_unit(levels, 'grid')
   except (jax.errors.ConcretizationTypeError,
           jax.errors.TracerArrayConversionError) as e:
-    raise ValueError('unit=None (the grid gate) needs concrete levels; '
-                     'inside jit with traced levels pass unit= explicitly '
-                     '(qdpm.gate_unit(levels))') from e
+    raise ValueError('unit=None (the grid gate) needs concrete levels: '
+                     'close over the levels instead of passing them traced '
+                     'into jit (the default time range needs them too), or '
+                     'pass unit= (qdpm.gate_unit(levels)) and t_range=') from e
 
 
 def default_t_range(levels: Any) -> tuple[float, float]:

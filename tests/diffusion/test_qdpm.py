@@ -241,6 +241,21 @@ def test_u_estimator_typical_value_is_low_in_float64_too():
   assert math.exp(-16.0) == pytest.approx(1.125e-7, rel=1e-3)
 
 
+def test_unit_defaults_to_the_grid_gate():
+  levels = images.grid(17, '[-1,1]')
+  assert qdpm.resolve_unit(None, levels) == pytest.approx(1 / 8)
+  assert qdpm.resolve_unit(1.0, levels) == 1.0
+  x = jnp.zeros((2, 3))
+  # The default equals passing the grid gate, and differs from the literal one.
+  np.testing.assert_array_equal(
+      qdpm.xhat_batch(closed_net, CLOSED_PARAMS, levels)(x, jnp.full(2, 0.2)),
+      qdpm.xhat_batch(closed_net, CLOSED_PARAMS, levels, unit=0.125)(
+          x, jnp.full(2, 0.2)))
+  with pytest.raises(ValueError, match='concrete levels'):
+    jax.jit(lambda lv: qdpm.xhat_batch(closed_net, CLOSED_PARAMS, lv)(
+        x, jnp.full(2, 0.2)))(jnp.asarray(levels))
+
+
 def test_u_mc_counts_exactly_the_bound_above_its_float32_floor():
   """float32 u ~ U(0,1) draws are multiples of 2^-23, so the u-MC estimate
   is the bound restricted to t >= u_mc_floor(unit) = unit / sqrt(23 ln 2):
