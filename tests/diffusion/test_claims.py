@@ -156,28 +156,47 @@ def _xf(reason):
   return pytest.mark.xfail(strict=True, reason=reason)
 
 
-# Measured: default config at 81cc6fb (2 seeds, 1124 s; results/bwcache).
+# Measured: default config at 0ce0747 (3 seeds; results/bwcache): 0 of 12
+# hold. Decisive failures (every seed the same sign, pinned as strict
+# xfails); marginal ones (vp_v T = 20, the cfg and vp_v "delta binds" rows)
+# are not pinned: only their controls are checked.
+_BWCACHE_ALL = [f'[{c}] BWCache at' for c in ('flow', 'cfg', 'vp_v')] + [
+    f'[{c}, T = {t}] BWCache' for c in ('flow', 'cfg', 'vp_v')
+    for t in (20, 50)] + [f'[{c}, T = 50] delta binds'
+                          for c in ('flow', 'cfg', 'vp_v')]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('prefix', _BWCACHE_ALL)
+def test_bwcache_default_controls_fail(bwcache_default, prefix):
+  c = _by_prefix(bwcache_default, prefix)
+  assert c['control'].endswith('(fails)'), c
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('prefix', [
     pytest.param('[flow] BWCache at', marks=_xf(
-        'flow: 1.67x fewer block evals but FD +17.7% (21.59 vs 18.34) > 10%')),
-    '[cfg] BWCache at', '[vp_eps] BWCache at',
+        'FD 18.25 vs uniform 30 steps 16.10 (seeds 16.94/18.27/19.55 vs '
+        '14.73/16.04/17.52) and +16.8% over uncached')),
+    pytest.param('[cfg] BWCache at', marks=_xf(
+        'FD 13.83 vs uniform 30 steps 13.44 on every seed (13.43/13.64/14.40 '
+        'vs 13.04/13.10/14.18)')),
+    pytest.param('[vp_v] BWCache at', marks=_xf(
+        'FD 16.92 vs uniform 31 steps 15.44 on every seed; +11.9% over '
+        'uncached')),
     pytest.param('[flow, T = 20]', marks=_xf(
-        'per seed -2.28, -2.97 dB vs 14 uniform steps')),
+        'per seed -2.28, -2.97, -2.61 dB vs 14 uniform steps')),
     pytest.param('[flow, T = 50] BWCache', marks=_xf(
-        'per seed -6.23, -6.44 dB vs 30 uniform steps')),
+        'per seed -6.23, -6.44, -5.82 dB vs 30 uniform steps')),
     pytest.param('[cfg, T = 20]', marks=_xf(
-        'per seed -1.10, -1.15 dB vs 14 uniform steps')),
+        'per seed -1.10, -1.15, -0.47 dB vs 14 uniform steps')),
     pytest.param('[cfg, T = 50] BWCache', marks=_xf(
-        'per seed -3.99, -4.99 dB vs 30 uniform steps')),
-    '[vp_eps, T = 20]', '[vp_eps, T = 50] BWCache',
+        'per seed -3.99, -4.99, -3.28 dB vs 30 uniform steps')),
+    pytest.param('[vp_v, T = 50] BWCache', marks=_xf(
+        'per seed -3.28, -4.20, -4.60 dB vs 31 uniform steps')),
     pytest.param('[flow, T = 50] delta binds', marks=_xf(
-        'schedule-only placement better: per seed -2.39, -1.11 dB')),
-    pytest.param('[cfg, T = 50] delta binds', marks=_xf(
-        'mixed: per seed -0.66, +2.57 dB')),
-    '[vp_eps, T = 50] delta binds',
+        'schedule-only placement better: per seed -2.39, -1.11, -1.00 dB')),
 ])
 def test_bwcache_default_claims(bwcache_default, prefix):
   c = _by_prefix(bwcache_default, prefix)
-  assert c['control'].endswith('(fails)'), c
   assert c['holds'], c
