@@ -142,9 +142,9 @@ def test_smoke_run_records_every_score_and_claim():
         continue
       v = s['metrics'][f'{k}/{arm}']['per_seed']
       assert len(v) == cfg.num_seeds and all(np.isfinite(v)), (k, arm)
-  for b in cfg.betas:
-    assert len(s['metrics'][f'final_loss/relighter/{exp.beta_name(b)}'][
-        'per_seed']) == cfg.num_seeds
+  for name in ('relighter', 'prior'):
+    assert len(s['metrics'][f'final_loss/{name}']['per_seed']) == (
+        cfg.num_seeds)
   # The per-frame relighter flickers even untrained (fresh noise per frame).
   assert find_claim(s, 'LightCtrl is temporally')['control'].endswith(
       '(fails)')
