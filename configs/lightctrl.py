@@ -69,7 +69,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                     'SMI_CIRCULAR')
   c.strength = 0.5             # SDEdit start (reference default)
   # The diagnostic arm's strength: the release's strength 0.5 starts at
-  # sigma 2.19 (relight.py:42-46 linear betas, 50 steps), flow t 0.69.
+  # sigma 2.19 (relight.py:42-46 linear betas, 50 steps; 1.56 with SD's
+  # scaled-linear ones), flow t = sigma / (1 + sigma) = 0.69.
   c.strong = 0.7
   c.num_steps = 15             # steps from strength to 0 (12 fused)
   c.relight_steps = 4

@@ -305,8 +305,8 @@ def eval_fns(cfg, relighter, prior) -> dict[str, Any]:
 
 
 def arm_axes(cfg, arm: str) -> str:
-  """The FFT axes an arm runs with (the config's for every 'chw' arm but
-  'thw')."""
+  """The FFT axes an arm runs with: the config's, but (t, h, w) for
+  'thw'."""
   return ARMS[arm][5] if arm == 'thw' else cfg.fft_axes
 
 
@@ -330,12 +330,11 @@ def make_evaluator(cfg, relighter, prior):
       for arm in arms_at(cfg, beta):
         inj, fus, det, strong, masks, _ = ARMS[arm]
         logging.info('lightctrl: %s %s', bn, arm)
-        key = (jax.random.fold_in(k_run, 1) if arm == 'baseline_rerun'
-               else k_run)
+        k_arm = (jax.random.fold_in(k_run, 1) if arm == 'baseline_rerun'
+                 else k_run)   # the others share noise: paired arms
         videos[f'{arm}/{bn}'] = fns['pipeline'](
-            p_rel, p_pri, ev, key, jnp.float32(beta), jnp.bool_(inj),
-            jnp.bool_(fus),
-            jnp.bool_(det),
+            p_rel, p_pri, ev, k_arm, jnp.float32(beta), jnp.bool_(inj),
+            jnp.bool_(fus), jnp.bool_(det),
             jnp.float32(cfg.strong if strong else cfg.strength),
             jnp.bool_(masks == 'rotated'), fft_axes=arm_axes(cfg, arm))
       videos[f'perframe/{bn}'] = fns['perframe'](
