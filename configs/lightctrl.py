@@ -21,7 +21,7 @@ relighter alone.
 Variants:
   smoke    (CI, ~20 s) 16x16 frames, one-level nets, 2 training steps, 2
            trajectories, 2 seeds, betas 0 and 0.6.
-  default  (CPU, ~15 min) 32x32 8-frame clips (16x16x12 latents); relighter
+  default  (CPU, ~28 min) 32x32 8-frame clips (16x16x12 latents); relighter
            U-Net 16 channels (1000 steps, batch 32), prior U-Net 32
            channels (600 steps, batch 16), 3 seeds of each; betas 0, 0.3,
            0.6; 15 sampling steps from strength 0.5 (and 0.7), 4 relighter

@@ -158,25 +158,35 @@ def default_summary(tmp_path_factory):
                                 tmp_path_factory.mktemp('lightctrl') / 'run')
 
 
-# Measured in results/lightctrl/default/summary.json (commit 35c4c53, 361 s,
-# 2 evaluation seeds x 8 videos x 6 trajectories, one trained relighter and
-# prior): the toy relighter alone already ignores the source light (leakage
-# 0.006), so neither injection nor normal fusion has much left to fix.
+# Measured at commit 2e1684d (1693 s on a loaded 2-core CPU; 3 trained
+# relighters and priors, each seed 3 videos x 6 trajectories). Injection
+# and fusion cost more than they buy in this toy world: the normal latent
+# replaces the albedo's low frequencies (PSNR -2 to -3 dB at every beta).
 _NEGATIVE = {
-    'LightCtrl (light-map injection': 'centroid error 8.95 px vs baseline '
-                                      '9.10 px: ratio 0.98, not <= 0.7',
-    "LightCtrl's PSNR": 'PSNR 18.75 dB vs baseline 18.83 dB: -0.07, not '
-                        '+1 dB',
-    'Geometry-aware normal fusion': 'leakage 0.241 with fusion vs 0.247 '
-                                    'without: drop 2%, not 30%',
+    'Light-map injection': 'excess centroid error 7.39 px vs 7.56 px without '
+                           'injection: ratio 0.98 (0.98 in every seed), not '
+                           '<= 0.7',
+    "LightCtrl's PSNR": 'PSNR 14.49 dB vs baseline 16.56 dB: -2.07 dB (seeds '
+                        '-0.88 to -3.17), not +1 dB',
 }
+# Marginal, so only their controls are pinned: fusion's leakage drop at
+# beta = 0.6 is 34% (seeds 48%, 20%, 31%) against 30%; the frame change with
+# the beta = 0 relighter is 1.13x the ground truth's (seeds 1.09 to 1.20)
+# against 1.2x.
+_MARGINAL = ('Geometry-aware normal fusion', 'LightCtrl is temporally')
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize('start', [
-    'LightCtrl is temporally',
-    *[pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=v))
-      for k, v in _NEGATIVE.items()]])
+    pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=v))
+    for k, v in _NEGATIVE.items()])
 def test_default_run_claims(default_summary, start):
   c = find_claim(default_summary, start)
   assert c['holds'] and c['control'].endswith('(fails)'), c
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('start', [*_NEGATIVE, *_MARGINAL])
+def test_default_run_controls_fail(default_summary, start):
+  c = find_claim(default_summary, start)
+  assert c['control'].endswith('(fails)'), c
