@@ -6,20 +6,27 @@ The reference pipeline (`src/vdm_pipe.py`, `src/ic_light.py`,
 `utils/tools.py`) relights a video with a per-frame image relighter
 (IC-Light) under a video diffusion prior (AnimateDiff), training-free:
 
-1. SDEdit start: the source video's latent noised to `strength`.
+1. SDEdit start: the source video's latent noised to `strength`
+   (src/vdm_pipe.py:715, the Euler-ancestral z = x0 + sigma eps).
 2. Light-map injection (paper Sec. 3.2): for frame i, t = i / (F - 1), a
    light centre on the trajectory (`BGSource`, `light_positions`), a
    Gaussian blob of sigma = R / 8 latent pixels, normalised to [0, 1] and
    thresholded at 0.2 into a mask M; on M, z <- omega eps + (1 - omega) z
-   with fresh eps and omega = 0.8; off M, z is untouched (`inject`).
-3. Denoising with lbd = 1 - i / (N - 1) while lbd > 0.15 (paper Eq. 4-7):
-   x0_hat = z - sigma eps_hat (here x0_hat = z - t v_hat, rectified flow);
-   the detail residual d = source - x0_hat saved at step 0 and added back
-   as I_t = x0_hat + lbd d; geometry-aware relighting: the relighter's
-   conditioning is freq_mix(normal, I_t, Butterworth(n = 4, d_s = d_t =
-   lbd)) (`freq_mix`, `butterworth`); I'_t = relighter(cond, light map)
-   per frame; the fused target (1 - lbd) I_t + lbd I'_t replaces x0_hat in
-   an Euler step (`fused_step`, the reference's `eul_step`).
+   with fresh eps and omega = 0.8; off M, z is untouched (`inject_noise`,
+   src/vdm_pipe.py:976-1072). The release applies it to its sigma-scaled
+   latent, so on our flow latent it is `inject_flow`: z = x_t / (1 - t),
+   injected, mapped back.
+3. Denoising with lbd = 1 - i / (N - 1) while lbd > 0.15 (paper Eq. 4-7;
+   src/vdm_pipe.py:1139-1173): x0_hat = z - sigma eps_hat (here
+   x0_hat = z - t v_hat, rectified flow); the detail residual
+   d = source - x0_hat saved at step 0 (after the injection, so I_0 is the
+   source) and added back as I_t = x0_hat + lbd d (`detail_residual` turns
+   it off); geometry-aware relighting: the relighter's conditioning is
+   freq_mix(normal, I_t, Butterworth(n = 4, d_s = d_t = lbd)) (`freq_mix`,
+   `butterworth`); I'_t = relighter(cond, light map) per frame; the fused
+   target (1 - lbd) I_t + lbd I'_t replaces x0_hat in an Euler step
+   (`fused_step`, the reference's `eul_step`, src/animatediff_eul.py:19-81,
+   without its ancestral noise).
 4. Plain Euler steps of the prior once lbd <= 0.15.
 
 Code versus paper: the paper says "3D FFT" with a temporal cutoff, but the
@@ -34,7 +41,14 @@ residual, fusion) -> encode round trips are done on latents directly. The
 renderer is Lambertian with an inverse-square point light:
 I = A (ambient + max(0, N.L) h^2 / |p_light - p|^2) (`render`). Normals
 come from the renderer (the stand-in for StableNormal), so every trajectory
-has a ground-truth relit video.
+has a ground-truth relit video. The stand-ins are trained so that the
+pipeline stays training-free: the relighter (`Relighter`) on plain frames
+only (`relight_batch`; its target keeps a fraction beta of the source
+light, as IC-Light copies its input's light per frame), the video prior
+(`VideoPrior`) on clips lit by a static light (`video_batch`).
+
+`lightctrl` takes any velocity and relight function, e.g. the analytic
+surrogates `analytic_relighter` and `smoothing_prior`.
 """
 
 from __future__ import annotations
@@ -175,9 +189,34 @@ def inject(z_FxHxWxC: jax.Array, key: jax.Array, mask_FxHxWx1: jax.Array,
 def inject_noise(z_FxHxWxC: jax.Array, eps_FxHxWxC: jax.Array,
                  mask_FxHxWx1: jax.Array, omega: float = OMEGA) -> jax.Array:
   """`inject` with the noise given: where(mask, omega eps + (1 - omega) z,
-  z) (src/vdm_pipe.py inject_light_map_noise, one eps per frame)."""
+  z) (src/vdm_pipe.py:1046-1061 inject_light_map_noise, one eps per frame),
+  on the release's latent as it is (its Euler-ancestral z = x0 + sigma eps;
+  a flow latent goes through `inject_flow`)."""
   return jnp.where(mask_FxHxWx1, omega * eps_FxHxWxC
                    + (1.0 - omega) * z_FxHxWxC, z_FxHxWxC)
+
+
+def sigma_of(t: jax.Array | float) -> jax.Array | float:
+  """The Euler-ancestral noise level of flow time t: x_t = (1 - t) x0 +
+  t eps is (1 - t) (x0 + sigma eps) with sigma = t / (1 - t)."""
+  return t / (1.0 - t)
+
+
+def inject_flow(x_FxHxWxC: jax.Array, eps_FxHxWxC: jax.Array,
+                mask_FxHxWx1: jax.Array, t: jax.Array | float,
+                omega: float = OMEGA) -> jax.Array:
+  """The release's injection in the release's coordinates, on a flow latent
+  x_t: the release re-noises the Euler-ancestral latent z = x0 + sigma eps
+  (the SDEdit start of `prepare_latents`, src/vdm_pipe.py:714-715, injected
+  at src/vdm_pipe.py:1072 before the first `scale_model_input`), so here
+  z = x_t / (1 - t), z <- omega eps + (1 - omega) z on the mask
+  (`inject_noise`), x_t = (1 - t) z: on the mask
+  x_t <- omega (1 - t) eps + (1 - omega) x_t, off it x_t unchanged (bit for
+  bit). Injecting in flow coordinates instead (omega eps + (1 - omega) x_t)
+  would add 1 / (1 - t) times the release's fresh noise."""
+  fresh = omega * (1.0 - t) * eps_FxHxWxC
+  return jnp.where(mask_FxHxWx1, fresh + (1.0 - omega) * x_FxHxWxC,
+                   x_FxHxWxC)
 
 
 def butterworth(shape: Sequence[int], d_s: jax.Array | float,
@@ -251,9 +290,10 @@ def num_fused_steps(num_steps: int, stop: float = STOP) -> int:
   return int(np.sum(lbd_schedule(num_steps) > stop))
 
 
-def _time_grid(num_steps: int, strength: float) -> np.ndarray:
-  """`flow.time_grid` from `strength` to 0, as static NumPy floats."""
-  return np.linspace(strength, 0.0, num_steps + 1, dtype=np.float32)
+def _time_grid(num_steps: int, strength: jax.Array | float) -> jax.Array:
+  """The N + 1 uniform times from `strength` (may be traced) to 0."""
+  return strength * (1.0 - jnp.arange(num_steps + 1, dtype=jnp.float32)
+                     / num_steps)
 
 
 def fused_step(z: jax.Array, target: jax.Array, t: jax.Array,
@@ -276,12 +316,14 @@ RelightFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 
 def lightctrl(velocity: Velocity, relight: RelightFn, source: jax.Array,
               normals: jax.Array, mask: jax.Array, light_map: jax.Array,
-              key: jax.Array, *, num_steps: int, strength: float,
-              inject_light: bool = True, fusion: bool = True,
+              key: jax.Array, *, num_steps: int, strength: jax.Array | float,
+              inject_light: jax.Array | bool = True,
+              fusion: jax.Array | bool = True,
+              detail_residual: jax.Array | bool = True,
               fft_axes: str = 'chw', omega: float = OMEGA,
               stop: float = STOP, order: int = BUTTERWORTH_ORDER
               ) -> jax.Array:
-  """The LightCtrl sampler (src/vdm_pipe.py ~L973-1190) on latents.
+  """The LightCtrl sampler (src/vdm_pipe.py:1072-1176) on latents.
 
   Args:
     velocity: the video prior v(z [..., F, h, w, c], t scalar) (flow
@@ -296,13 +338,17 @@ def lightctrl(velocity: Velocity, relight: RelightFn, source: jax.Array,
     key: SDEdit noise, injection noise and the relighter's noise.
     num_steps: N denoising steps from t = strength to 0.
     strength: the SDEdit strength (start time).
-    inject_light: light-map injection on (off: the baseline).
+    inject_light: light-map injection on (`inject_flow`: the release's
+      Euler-ancestral coordinates at t = strength).
     fusion: geometry-aware normal fusion on (off: the relighter is
       conditioned on I_t alone).
+    detail_residual: add lbd (source - x0_hat at step 0) to x0_hat
+      (src/vdm_pipe.py:1151-1155; saved after the injection, so I_0 is the
+      source itself); off: I_t = x0_hat.
     fft_axes: 'chw' (the code) or 'thw' (the paper).
 
-  `inject_light` and `fusion` may be traced booleans (one compiled program
-  serves every arm).
+  `strength`, `inject_light`, `fusion` and `detail_residual` may be traced
+  (one compiled program serves every arm).
 
   Returns:
     the relit latent video.
@@ -310,8 +356,9 @@ def lightctrl(velocity: Velocity, relight: RelightFn, source: jax.Array,
   k_noise, k_inj, k_rel = jax.random.split(key, 3)
   z = flow.interpolate(source, jax.random.normal(k_noise, source.shape),
                        strength)
-  z = jnp.where(inject_light, inject(z, k_inj, mask, omega), z)
-  ts = jnp.asarray(_time_grid(num_steps, strength))
+  eps = jax.random.normal(k_inj, z.shape, z.dtype)
+  z = jnp.where(inject_light, inject_flow(z, eps, mask, strength, omega), z)
+  ts = _time_grid(num_steps, strength)
   lbds = jnp.asarray(lbd_schedule(num_steps), jnp.float32)
   n_fused = num_fused_steps(num_steps, stop)
 
@@ -320,7 +367,7 @@ def lightctrl(velocity: Velocity, relight: RelightFn, source: jax.Array,
     t, s, lbd = ts[i], ts[i + 1], lbds[i]
     x0 = z - t * velocity(z, t)
     detail = jnp.where(i == 0, source - x0, detail)  # saved at step 0
-    img = x0 + lbd * detail
+    img = x0 + jnp.where(detail_residual, lbd, 0.0) * detail
     mixed = freq_mix(normals, img,
                      freq_filter(img.shape, lbd, fft_axes, order), fft_axes)
     cond = jnp.where(fusion, mixed, img)
@@ -343,17 +390,20 @@ def lightctrl(velocity: Velocity, relight: RelightFn, source: jax.Array,
 
 class Relighter(nn.Module):
   """IC-Light stand-in: the velocity of the relit frame's latent given
-  (x_t, t, conditioning latent, light-map latent), all [.., h, w, c], a
+  (x_t, t, conditioning latent, light-map latent), all [.., h, w, c], and
+  beta [..] (how much of its input's light it keeps; `relight_batch`), a
   U-Net on their channel concatenation (IC-Light's concat_conds; the light
-  map is also where its img2img starts)."""
+  map is also where its img2img starts; beta a constant channel)."""
 
   channels: int = 16
   channel_mults: tuple[int, ...] = (1, 2)
   num_res_blocks: int = 1
 
   @nn.compact
-  def __call__(self, x, t, cond, light):
-    h = jnp.concatenate([x, cond, light], axis=-1)
+  def __call__(self, x, t, cond, light, beta):
+    b = jnp.broadcast_to(jnp.asarray(beta, x.dtype)[..., None, None, None],
+                         x.shape[:-1] + (1,))
+    h = jnp.concatenate([x, cond, light, b], axis=-1)
     return nets.UNet(x.shape[-1], self.channels, self.channel_mults,
                      self.num_res_blocks, emb_dim=32, name='unet')(h, t)
 
@@ -377,17 +427,19 @@ class VideoPrior(nn.Module):
 
 
 def relight_sampler(model: Relighter, params: Any, num_steps: int,
-                    strength: float = RELIGHT_STRENGTH) -> RelightFn:
-  """IC-Light's img2img call: start from the light-map latent noised to
-  `strength`, integrate the relighter's flow to t = 0 in `num_steps` Euler
-  steps conditioned on (cond, light map). Fresh noise per frame."""
+                    strength: float = RELIGHT_STRENGTH,
+                    beta: jax.Array | float = 0.0) -> RelightFn:
+  """IC-Light's img2img call (src/ic_light.py Relighter.__call__): start
+  from the light-map latent noised to `strength`, integrate the
+  relighter's flow to t = 0 in `num_steps` Euler steps conditioned on
+  (cond, light map, beta). Fresh noise per frame."""
 
   def relight(cond, light_map, key):
     x = flow.interpolate(light_map, jax.random.normal(key, cond.shape),
                          strength)
     lead = cond.shape[:-3]
     v = lambda x, t: model.apply(params, x, jnp.full(lead, t), cond,
-                                 light_map)
+                                 light_map, jnp.full(lead, beta))
     return flow.euler_sample(v, x, num_steps, strength, 0.0)
 
   return relight
@@ -565,11 +617,15 @@ def frame_change(video: jax.Array) -> jax.Array:
 
 
 def analytic_relighter(sc: dict[str, jax.Array], pos_Fx2: jax.Array,
-                       light_height: float, ambient: float) -> RelightFn:
+                       light_height: float, ambient: float,
+                       beta: float = 0.0) -> RelightFn:
   """The relighter replaced by the renderer given the true normals and
-  albedo at the trajectory's light (conditioning and key unused), encoded."""
+  albedo at the trajectory's light, encoded, keeping a fraction `beta` of
+  its input: (1 - beta) render + beta cond (what a relighter trained by
+  `relight_batch` with that beta learns on plain frames; the light map and
+  the key are unused)."""
   frames = encode(render(sc, pos_Fx2, light_height, ambient))
-  return lambda cond, light_map, key: frames
+  return lambda cond, light_map, key: (1.0 - beta) * frames + beta * cond
 
 
 def smoothing_prior(sigma_frames: float = 1.0) -> Velocity:
@@ -599,15 +655,18 @@ def smoothing_prior(sigma_frames: float = 1.0) -> Velocity:
 
 def relight_batch(key: jax.Array, batch: int, size: int, *,
                   light_height: float, ambient: float, radius: float,
-                  num_objects: int = 3, p_rgb: float = 0.5
+                  num_objects: int = 3, beta: jax.Array | float = 0.0
                   ) -> tuple[jax.Array, jax.Array, jax.Array]:
   """Latents (target, cond, light map), each [B, h, w, c], for the
-  relighter: a random frame lit by a random source light, the same frame
-  under a random target light (the light map's centre; sigma = PATCH *
-  radius / 8 frame pixels), and the conditioning freq_mix(normals, source
-  frame, Butterworth(d)) over (c, h, w) with d ~ U(0, 1), or d = 0 (the
-  source frame alone) with probability p_rgb."""
-  ks = jax.random.split(key, 5)
+  relighter, from plain rendered frames only (no normal fusion: the
+  pipeline stays training-free): the conditioning is a random frame lit by
+  a random source light; the light map's centre is a random target light
+  (sigma = PATCH * radius / 8 frame pixels); the target is the frame under
+  the target light keeping a fraction `beta` of the source light,
+  (1 - beta) render(target) + beta render(source) (a relighter that copies
+  beta of its input's light, as IC-Light does per frame; beta = 0: none;
+  beta a scalar or one per example [B])."""
+  ks = jax.random.split(key, 3)
   sc = jax.vmap(lambda k: scene(k, 1, size, num_objects))(
       jax.random.split(ks[0], batch))
   sc = jax.tree.map(lambda a: a[:, 0], sc)
@@ -615,43 +674,35 @@ def relight_batch(key: jax.Array, batch: int, size: int, *,
   tgt_xy = jax.random.uniform(ks[2], (batch, 2), maxval=size)
   src = encode(render(sc, src_xy, light_height, ambient))
   tgt = encode(render(sc, tgt_xy, light_height, ambient))
-  nrm = encode(sc['normals'])
-  d = jax.random.uniform(ks[3], (batch,))
-  d = jnp.where(jax.random.bernoulli(ks[4], p_rgb, (batch,)), 0.0, d)
-  cond = jax.vmap(lambda n, x, d: freq_mix(
-      n, x, freq_filter(x.shape, d, 'chw'), 'chw'))(
-          nrm[:, None], src[:, None], d)[:, 0]
   light = jax.vmap(lambda p: light_map_latent(
       p[None], jnp.full((1,), PATCH * radius / 8.0), size, size)[0])(tgt_xy)
-  return tgt, cond, light
+  b = jnp.reshape(jnp.asarray(beta, tgt.dtype), (-1, 1, 1, 1))
+  return (1.0 - b) * tgt + b * src, src, light
 
 
 def video_batch(key: jax.Array, batch: int, num_frames: int, size: int, *,
                 light_height: float, ambient: float, num_objects: int = 3,
                 motion: float = 1.0) -> jax.Array:
-  """Clip latents [B, F, h, w, c] for the video prior: random scenes lit by a
-  point light moving on a straight line between two random points (smooth
-  lighting, half of them static)."""
-  ks = jax.random.split(key, 4)
+  """Clip latents [B, F, h, w, c] for the video prior: random scenes (objects
+  moving) lit by a static point light at a random point (so the prior knows
+  no light trajectory)."""
+  ks = jax.random.split(key, 2)
   sc = jax.vmap(lambda k: scene(k, num_frames, size, num_objects, motion))(
       jax.random.split(ks[0], batch))
   a = jax.random.uniform(ks[1], (batch, 1, 2), minval=-0.1 * size,
                          maxval=1.1 * size)
-  b = jax.random.uniform(ks[2], (batch, 1, 2), minval=-0.1 * size,
-                         maxval=1.1 * size)
-  b = jnp.where(jax.random.bernoulli(ks[3], 0.5, (batch, 1, 1)), a, b)
-  s = jnp.linspace(0.0, 1.0, num_frames)[None, :, None]
-  return encode(render(sc, a + s * (b - a), light_height, ambient))
+  return encode(render(sc, jnp.broadcast_to(a, (batch, num_frames, 2)),
+                       light_height, ambient))
 
 
 __all__: Sequence[str] = [
-    'BGSource', 'BUTTERWORTH_ORDER', 'FFT_AXES', 'MOVING', 'OMEGA',
-    'RELIGHT_STRENGTH', 'Relighter', 'STOP', 'THRESHOLD', 'VideoPrior',
-    'analytic_relighter', 'butterworth', 'frame_change', 'freq_filter',
-    'freq_mix', 'fused_step', 'gaussian_map', 'inject', 'inject_noise',
-    'irradiance',
-    'lbd_schedule', 'LATENT_CHANNELS', 'PATCH', 'decode', 'encode',
+    'BGSource', 'BUTTERWORTH_ORDER', 'FFT_AXES', 'LATENT_CHANNELS', 'MOVING',
+    'OMEGA', 'PATCH', 'RELIGHT_STRENGTH', 'Relighter', 'STOP', 'THRESHOLD',
+    'VideoPrior', 'analytic_relighter', 'butterworth', 'decode', 'encode',
+    'frame_change', 'freq_filter', 'freq_mix', 'fused_step', 'gaussian_map',
+    'inject', 'inject_flow', 'inject_noise', 'irradiance', 'lbd_schedule',
     'light_centroid_error', 'light_map_latent', 'light_masks',
     'light_positions', 'lightctrl', 'num_fused_steps', 'prior_velocity',
-    'psnr', 'relight_batch', 'relight_sampler', 'render', 'scene', 'smoothing_prior',
-    'source_leakage', 'to_intensity', 'to_signed', 'video_batch']
+    'psnr', 'relight_batch', 'relight_sampler', 'render', 'scene',
+    'sigma_of', 'smoothing_prior', 'source_leakage', 'to_intensity',
+    'to_signed', 'video_batch']

@@ -1,6 +1,8 @@
-"""LightCtrl: filter shape and limits, the injection, trajectories, the
-sampler against plain Euler, the scores (filter, mix and injection against
-the release: tests/parity/test_lightctrl.py)."""
+"""LightCtrl: filter shape and limits, the injection (and its release
+coordinates on a flow latent), trajectories, the sampler against plain
+Euler, the relighter's and the prior's training batches, the scores, the
+pipeline with analytic surrogates (filter, mix and injection against the
+release: tests/parity/test_lightctrl.py)."""
 
 import jax
 import jax.numpy as jnp
@@ -66,6 +68,33 @@ def test_injection_mask_bit_identical_outside_and_variance_inside():
   yy, xx = np.mgrid[:s, :s]
   inside_disc = np.hypot(xx - 10, yy - 8) < 37.5 / 8 * np.sqrt(2 * np.log(5))
   np.testing.assert_array_equal(np.asarray(g) > 0.2, inside_disc)
+
+
+def test_injection_in_release_coordinates():
+  """On a flow latent x_t = (1 - t) (x0 + sigma eps), the release's
+  z <- 0.8 eps' + 0.2 z acts on z = x0 + sigma eps: x_t <- (1 - t) 0.8 eps'
+  + 0.2 x_t on the mask, untouched off it."""
+  f, s, t = 4, 16, 0.6
+  pos, sig = lc.light_positions(lc.BGSource.CIRCULAR, f, s, s, 37.5)
+  mask = lc.light_masks(jnp.asarray(pos), jnp.asarray(sig), s, s)
+  k0, k1, k2 = jax.random.split(jax.random.key(0), 3)
+  x0 = jax.random.normal(k0, (f, s, s, 64))
+  eps = jax.random.normal(k1, x0.shape)
+  fresh = jax.random.normal(k2, x0.shape)
+  x_t = flow.interpolate(x0, eps, t)
+  out = np.asarray(lc.inject_flow(x_t, fresh, mask, t))
+  m = np.broadcast_to(np.asarray(mask), x0.shape)
+  assert np.array_equal(out[~m], np.asarray(x_t)[~m])
+  z = x0 + lc.sigma_of(t) * eps          # the release's latent
+  want = (1 - t) * lc.inject_noise(z, fresh, mask)
+  np.testing.assert_allclose(out[m], np.asarray(want)[m], atol=1e-5)
+  # Not the flow-coordinate injection (0.8 eps' + 0.2 x_t): the fresh noise
+  # is (1 - t) times smaller.
+  wrong = np.asarray(lc.inject_noise(x_t, fresh, mask))
+  np.testing.assert_allclose(
+      np.std(out[m] - 0.2 * np.asarray(x_t)[m]),
+      (1 - t) * np.std(wrong[m] - 0.2 * np.asarray(x_t)[m]), rtol=1e-4)
+  assert lc.sigma_of(0.5) == 1.0
 
 
 def test_light_positions_follow_the_reference():
@@ -157,9 +186,10 @@ def test_renderer_and_scores(world):
 
 def _run(world, relight, prior=None, **kw):
   lat = world['latents']
+  kw.setdefault('strength', 0.5)
   return lc.lightctrl(prior or lc.smoothing_prior(1.0), relight, lat['source'],
                       lat['normals'], lat['mask'], lat['light_map'],
-                      jax.random.key(5), strength=0.5, **kw)
+                      jax.random.key(5), **kw)
 
 
 def test_pipeline_without_fused_steps_is_plain_euler(world):
@@ -199,3 +229,49 @@ def test_pipeline_with_analytic_surrogates_follows_the_light(world):
   assert err(full) < err(sdedit)
   thw = _run(w, relight, num_steps=8, fft_axes='thw')
   assert np.all(np.isfinite(np.asarray(thw)))
+
+
+def test_training_batches_are_plain_frames_and_static_light():
+  """The relighter sees plain frames (never normal-fused) and its target
+  keeps beta of the source light; the prior's clips have a static light."""
+  batch = jax.jit(lambda key, beta: lc.relight_batch(
+      key, 4, 16, light_height=6.0, ambient=0.3, radius=9.375,
+      num_objects=2, beta=beta))
+  key = jax.random.key(0)
+  tgt0, cond0, light0 = batch(key, 0.0)
+  tgt, cond, light = batch(key, 0.6)
+  np.testing.assert_array_equal(cond, cond0)
+  np.testing.assert_array_equal(light, light0)
+  np.testing.assert_allclose(tgt, 0.4 * tgt0 + 0.6 * cond, atol=1e-5)
+  assert float(jnp.mean(jnp.abs(tgt0 - cond))) > 0.05  # another light
+  frames = lc.decode(cond)                              # a render in range
+  assert float(frames.min()) >= -1 - 1e-5 and float(frames.max()) <= 1 + 1e-5
+  clips = jax.jit(lambda k: lc.video_batch(
+      k, 2, 4, 16, light_height=6.0, ambient=0.3, num_objects=2,
+      motion=0.0))(jax.random.key(1))
+  assert clips.shape == (2, 4, 8, 8, 12)
+  np.testing.assert_allclose(clips, clips[:, :1] + 0 * clips, atol=1e-6)
+
+
+def test_fusion_removes_copied_source_light_only_when_copied(world):
+  """An analytic relighter that keeps beta of its input: at beta = 0.6
+  normal fusion lowers the source-light leakage; at beta = 0 (it ignores
+  its input) fusion changes nothing. The detail residual and the strength
+  change the output."""
+  w = world
+  shading = lambda x: lc.to_intensity(x) - w['sc']['albedo'] * w['amb']
+  e_src = lc.irradiance(w['sc']['normals'], w['sc']['height'],
+                        jnp.array([12.0, 12.0]), w['h'])
+  src_sh = w['sc']['albedo'] * e_src[..., None]
+  leak = lambda z: float(lc.source_leakage(shading(lc.decode(z)),
+                                           shading(w['target']), src_sh))
+  run = jax.jit(lambda beta, fus, det, strength: _run(
+      w, lc.analytic_relighter(w['sc'], w['pos'], w['h'], w['amb'], beta),
+      num_steps=8, fusion=fus, detail_residual=det, strength=strength),
+      static_argnums=0)
+  on, off = run(0.6, True, True, 0.5), run(0.6, False, True, 0.5)
+  assert leak(on) < 0.8 * leak(off)
+  np.testing.assert_allclose(run(0.0, True, True, 0.5),
+                             run(0.0, False, True, 0.5), atol=1e-6)
+  assert not np.allclose(run(0.6, True, False, 0.5), on, atol=1e-3)
+  assert not np.allclose(run(0.6, True, True, 0.7), on, atol=1e-3)
