@@ -32,8 +32,8 @@ Variants:
            3 seeds. The paper's IC-Light / AnimateDiff / StableNormal are
            billion-parameter pretrained models, not available here.
 
-Claims (experiments/lightctrl.py; thresholds from the pass criteria of the
-paper notes, the paper's own metrics are perceptual), at claim_beta:
+Claims (experiments/lightctrl.py; the thresholds are ours, fixed before the
+runs, since the paper's own metrics are perceptual), at claim_beta:
 excess light-centroid error (over the ground truth's) <= 0.7x that without
 injection (control: injection on the masks rotated by 180 degrees); PSNR
 to the ground truth >= baseline + 1 dB (control: the baseline rerun);

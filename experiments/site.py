@@ -52,6 +52,11 @@ STALE: dict[str, str] = {
         'fine-tuning control for (iii), 16 seeds for (iv) in `branches`, '
         'its own GAN EMA; rerun pending')
        for v in ('default', 'branches')},
+    'lightctrl/default': (
+        'ran before 0b1c9f1: a relighter trained on plain frames with the '
+        'source-light fraction beta as an input, a static-light prior, '
+        'injection in the release\'s sigma coordinates, diagnostic arms and '
+        'restated claims; rerun pending'),
     'dlm/default': (
         'ran before the ReMDM sampler took the release\'s settings (uniform '
         'remasking, nucleus 0.9, final argmax) and training its random-token '
