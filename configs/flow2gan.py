@@ -208,6 +208,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.ema_decay = 0.999
     c.gan_ema_decay = 0.999
     c.disc_warmup = 1000
+    c.periods = (2, 3, 5, 7, 11)   # the release's multi-period discriminator
     c.mp_channels = (32, 128, 512, 1024, 1024)
     c.mr_n_ffts = (512, 1024, 2048)
     c.mr_channels = 32

@@ -431,6 +431,8 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
     usp = T / get(f'uniform_steps/{key}')
     fd0 = get(f'uncached_fd/{tag}')
     fd_s, ufd_s = m[f'fd/{key}'], m[f'uniform_fd/{key}']
+    sfd_s = m[f'sched_fd/{key}']
+    ssp = T * cfg.depth / get(f'sched_block_evals/{key}')
 
     def passes(sp_, fd_seeds, ok=ok, fd0=fd0, ufd_s=ufd_s):
       return bool(ok and sp_ >= 1.5
@@ -458,17 +460,20 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
                   f'{get(f"maxreuse_speedup/{tag}"):.2f}x, FD '
                   f'{get(f"maxreuse_fd/{tag}"):.3f}{wall}'),
         control=launch.control_text(
-            f'uniform {get(f"uniform_steps/{key}"):.0f} steps at the same '
-            'block budget (it also keeps FD within the margin)',
-            f'{usp:.2f}x fewer, FD {float(np.mean(ufd_s)):.3f} '
-            f'({float(np.mean(ufd_s)) / fd0 - 1:+.1%})',
-            passes(usp, ufd_s))))
+            'the schedule-only placement in BWCache\'s place (as many reuse '
+            'windows, at the first steps the schedule allows; judged by the '
+            'same rule)',
+            f'{ssp:.2f}x fewer, FD {float(np.mean(sfd_s)):.3f} '
+            f'({float(np.mean(sfd_s)) / fd0 - 1:+.1%}; per seed '
+            f'{np.round(sfd_s, 2).tolist()})',
+            passes(ssp, sfd_s))))
     # (ii) the paper's Table 3: caching beats step reduction at equal budget.
     for steps in cfg.num_steps:
       ok, why = _gate(cfg, m, case, steps)
       Rs = reuse_steps(cfg.headline_reuse_fraction, steps)
       key = _key(case, steps, d, Rs)
       diff = m[f'psnr_ref/{key}'] - m[f'uniform_psnr_ref/{key}']
+      sdiff = m[f'sched_psnr_ref/{key}'] - m[f'uniform_psnr_ref/{key}']
       mu, ci = log_lib.mean_ci95(diff)
       claims.append(launch.Claim(
           claim=(f'[{case}, T = {steps}] BWCache (delta {d:g}, R {Rs}) is '
@@ -486,8 +491,11 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
                     f' dB; difference {mu:+.2f} +- {ci:.2f} dB (per seed '
                     f'{np.round(diff, 2).tolist()})'),
           control=launch.control_text(
-              'the uniform sampler itself',
-              f'{get(f"uniform_psnr_ref/{key}"):.1f} dB', False)))
+              'the schedule-only placement in BWCache\'s place (as many '
+              'windows, first steps the schedule allows)',
+              f'{get(f"sched_psnr_ref/{key}"):.1f} dB (per seed minus '
+              f'uniform {np.round(sdiff, 2).tolist()})',
+              bool(ok and np.all(sdiff > 0)))))
     # (iii) delta binds and the indicator's placement matters.
     ok, why = _gate(cfg, m, case, T)
     db, Rb = cfg.binding_delta, reuse_steps(cfg.headline_reuse_fraction, T)

@@ -57,6 +57,11 @@ STALE: dict[str, str] = {
         'source-light fraction beta as an input, a static-light prior, '
         'injection in the release\'s sigma coordinates, diagnostic arms and '
         'restated claims; rerun pending'),
+    'bwcache/default': (
+        'claims re-judged after 0ce0747: the controls of (i) and (ii) are now '
+        'measured (the schedule-only placement at BWCache\'s budget, by the '
+        'same rule; it was the uniform sampler against itself, which could '
+        'not pass); the metrics are unchanged; rerun pending'),
     'dlm/default': (
         'ran before the ReMDM sampler took the release\'s settings (uniform '
         'remasking, nucleus 0.9, final argmax) and training its random-token '

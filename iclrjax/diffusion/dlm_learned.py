@@ -105,6 +105,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -248,6 +249,38 @@ def oracle_logits_fn(strings: np.ndarray, vocab: int,
     z_N = jnp.sum(w_NxK, -1)[:, None, None]
     p = jnp.where(z_N > 0, marg / jnp.maximum(z_N, 1.0), 1.0 / vocab)
     return jnp.log(p)
+
+  return logits_fn
+
+
+def substitution_oracle_logits_fn(strings: np.ndarray, vocab: int,
+                                  sub_rate: float
+                                  ) -> Callable[[jax.Array], jax.Array]:
+  """The Bayes denoiser of `make_trainer`'s training law with substitution
+  rate r = `sub_rate` > 0 (`substitute`): z [N, L] -> log p(x^i = v | z)
+  [N, L, V], by enumeration over the uniform law on `strings`.
+
+  Each visible token is the clean one w.p. 1 - r + r / V and any other
+  given token w.p. r / V, so p(x | z) is proportional to
+  prod_{i visible} (1 - r + r / V if z_i = x_i else r / V), defined on and
+  off the support. A model trained with substitution converges to this,
+  not to `oracle_logits_fn`, so its NELBO under pure masking (`nelbo`) sits
+  above log N by this denoiser's NELBO - log N: the floor a gate on the
+  trained NELBO must be measured from.
+  """
+  if not 0.0 < sub_rate < 1.0:
+    raise ValueError(f'sub_rate must be in (0, 1), got {sub_rate}')
+  S_KxL = jnp.asarray(strings, jnp.int32)
+  hot_KxLxV = jax.nn.one_hot(S_KxL, vocab)
+  hit, miss = math.log(1 - sub_rate + sub_rate / vocab), math.log(
+      sub_rate / vocab)
+
+  def logits_fn(z_NxL: jax.Array) -> jax.Array:
+    z_Nx1xL = z_NxL[:, None]
+    lw_NxK = jnp.sum(jnp.where(z_Nx1xL == vocab, 0.0, jnp.where(
+        z_Nx1xL == S_KxL, hit, miss)), axis=-1)
+    w_NxK = jax.nn.softmax(lw_NxK, axis=-1)
+    return jnp.log(jnp.einsum('nk,klv->nlv', w_NxK, hot_KxLxV) + 1e-30)
 
   return logits_fn
 
@@ -530,14 +563,17 @@ def sampler_arrays(s: Sampler, length: int = LENGTH) -> dict[str, jax.Array]:
 
 
 def nucleus(probs: jax.Array, top_p: jax.Array | float) -> jax.Array:
-  """Top-p truncation of per-position laws [..., V]: keeps the most likely
-  tokens up to and including the first whose cumulative probability
-  reaches top_p, renormalised (top_p = 1: unchanged; ties kept by the
-  sort's order)."""
-  order = jnp.argsort(-probs, axis=-1)
+  """Top-p truncation of per-position laws [..., V], the ReMDM release's
+  rule (kuleshov-group/remdm diffusion.py, `nucleus_p`): keeps the sorted
+  tokens whose cumulative probability is <= top_p, and always the most
+  likely one, renormalised. The token that crosses top_p is dropped (unlike
+  the HF-style rule): with V = 2 and top_p < 1 it is always greedy.
+  top_p >= 1 leaves the law unchanged; ties keep the sort's order."""
+  order = jnp.argsort(-probs, axis=-1, stable=True)
   sorted_p = jnp.take_along_axis(probs, order, -1)
-  before = jnp.cumsum(sorted_p, -1) - sorted_p   # mass strictly before
-  keep_sorted = before < top_p
+  keep_sorted = (jnp.cumsum(sorted_p, -1) <= top_p) | (
+      jnp.asarray(top_p) >= 1.0)
+  keep_sorted = keep_sorted.at[..., 0].set(True)
   keep = jnp.zeros_like(keep_sorted).at[
       tuple(jnp.indices(order.shape)[:-1]) + (order,)].set(keep_sorted)
   kept = jnp.where(keep, probs, 0.0)
@@ -610,7 +646,7 @@ __all__: Sequence[str] = [
     'Denoiser', 'LANGUAGES', 'LENGTH', 'OFF_SUPPORT', 'SAMPLERS', 'SampleOut',
     'Sampler', 'TrainState', 'corrupt', 'empirical_tv', 'is_valid',
     'language_strings', 'latin_squares', 'make_trainer', 'mdlm_loss', 'nelbo',
-    'nucleus', 'substitute',
-    'oracle_logits_fn', 'sample', 'sample_arrays', 'sampler_arrays',
-    'schedule', 'sigma_max', 'step_trans', 'string_ids', 'token_sigma',
+    'nucleus', 'oracle_logits_fn', 'sample', 'sample_arrays',
+    'sampler_arrays', 'schedule', 'sigma_max', 'step_trans', 'string_ids',
+    'substitute', 'substitution_oracle_logits_fn', 'token_sigma',
     'tv_floor', 'unmask_counts', 'vocab_size']

@@ -40,8 +40,9 @@ branch. Branch dropout in FM training: with probability p per example one
 branch is dropped and the others rescaled by B / (B - 1).
 
 Stage 2, GAN fine-tuning of the unrolled N-step generator (N = 1, 2):
-multi-period (HiFi-GAN; periods 2, 3, 5 here, the reference's default
-2, 3, 5, 7, 11) and multi-resolution (Vocos/DAC: complex STFT of the
+multi-period (HiFi-GAN; periods 2, 3, 5 in the default config, the
+reference's 2, 3, 5, 7, 11 in the `paper` variant; plain convolutions where
+the reference wraps each in weight_norm) and multi-resolution (Vocos/DAC: complex STFT of the
 mean-removed, peak-normalised clip in 5 frequency bands) discriminators with
 hinge losses,
 

@@ -335,3 +335,74 @@ def test_paper_variant_names_a_missing_cifar10_before_any_compute(tmp_path):
   assert_missing_data_stops_early(bwcache_exp.EXPERIMENT,
                                   bwcache_config.get_config('paper'),
                                   tmp_path, 'cifar10')
+
+
+# -- the claims' rules on made-up metrics ------------------------------------------------
+def _metrics_like_the_default_run():
+  """Per-seed metrics with every name the default run records (values
+  irrelevant until a test sets them): BWCache, uniform and the
+  schedule-only placement all 30 dB from converged, FD 1.0."""
+  from configs import bwcache as bwcache_config  # pylint: disable=g-import-not-at-top
+  from experiments import bwcache as bw_exp  # pylint: disable=g-import-not-at-top
+  cfg = bwcache_config.get_config()
+  m = {}
+  for case in cfg.cases:
+    for T in set(cfg.num_steps) | {cfg.headline_steps}:
+      tag = bw_exp._tag(case, T)  # pylint: disable=protected-access
+      R = bw_exp.reuse_steps(cfg.headline_reuse_fraction, T)
+      m.update({f'uncached_psnr_ref/{tag}': np.full(3, 40.0),
+                f'uncached_fd/{tag}': np.full(3, 1.0),
+                f'maxreuse_speedup/{tag}': np.full(3, 5.0),
+                f'maxreuse_fd/{tag}': np.full(3, 3.0)})
+      for d in set(cfg.deltas) | {cfg.headline_delta, cfg.binding_delta}:
+        key = bw_exp._key(case, T, d, R)  # pylint: disable=protected-access
+        evals = 0.6 * T * cfg.depth
+        for pre in ('', 'uniform_', 'sched_'):
+          m.update({f'{pre}psnr_ref/{key}': np.full(3, 30.0),
+                    f'{pre}fd/{key}': np.full(3, 1.05),
+                    f'{pre}block_evals/{key}': np.full(3, evals)})
+        m.update({f'speedup/{key}': np.full(3, T * cfg.depth / evals),
+                  f'uniform_steps/{key}': np.full(3, 0.6 * T),
+                  f'triggers/{key}': np.full(3, 2.0 if d == cfg.binding_delta
+                                             else 4.0)})
+  return cfg, m
+
+
+def test_claim_rules_and_their_measured_controls():
+  from experiments import bwcache as bw_exp  # pylint: disable=g-import-not-at-top
+  cfg, m = _metrics_like_the_default_run()
+  case, T = cfg.cases[0], cfg.headline_steps
+  R = bw_exp.reuse_steps(cfg.headline_reuse_fraction, T)
+  key = bw_exp._key(case, T, cfg.headline_delta, R)  # pylint: disable=protected-access
+
+  def claim(prefix):
+    (c,) = [c for c in bw_exp.evaluate_claims(cfg, m)
+            if c.claim.startswith(prefix)]
+    return c
+
+  head = f'[{case}] BWCache at the paper'
+  pair = f'[{case}, T = {T}] BWCache'
+  # BWCache below uniform on every seed, the schedule-only placement not:
+  m[f'uniform_fd/{key}'] = np.array([1.08, 1.09, 1.07])
+  m[f'sched_fd/{key}'] = np.array([1.2, 1.1, 1.3])
+  m[f'psnr_ref/{key}'] = np.full(3, 31.0)
+  m[f'sched_psnr_ref/{key}'] = np.array([29.0, 30.5, 29.5])
+  assert claim(head).holds and claim(head).control.endswith('(fails)')
+  assert claim(pair).holds and claim(pair).control.endswith('(fails)')
+  # The control is measured: the schedule alone doing as well passes it.
+  m[f'sched_fd/{key}'] = np.full(3, 1.05)
+  m[f'sched_psnr_ref/{key}'] = np.full(3, 31.0)
+  assert claim(head).control.endswith('(passes)'), claim(head)
+  assert claim(pair).control.endswith('(passes)'), claim(pair)
+  # One seed where uniform steps win decides (i) and (ii).
+  m[f'uniform_fd/{key}'] = np.array([1.08, 1.0, 1.07])
+  m[f'uniform_psnr_ref/{key}'] = np.array([30.0, 31.5, 30.0])
+  assert not claim(head).holds and not claim(pair).holds
+  # The convergence gate: an unconverged uncached sampler compares nothing.
+  m[f'uniform_fd/{key}'] = np.array([1.08, 1.09, 1.07])
+  m[f'uniform_psnr_ref/{key}'] = np.full(3, 30.0)
+  assert claim(head).holds
+  m[f'uncached_psnr_ref/{bw_exp._tag(case, T)}'] = np.array(  # pylint: disable=protected-access
+      [40.0, cfg.min_uncached_psnr - 0.1, 40.0])
+  assert not claim(head).holds and 'NOT COMPARED' in claim(head).evidence
+  assert not claim(pair).holds and claim(pair).control.endswith('(fails)')

@@ -4,6 +4,7 @@ The exact round model's tests are in test_dlm.py; `dlm.propagate_round` is
 used here as the independent exact reference for one ReMDM step.
 """
 
+import dataclasses
 import itertools
 import math
 
@@ -303,9 +304,13 @@ EXACT = dict(top_p=1.0, final_argmax=False)
 
 def test_nucleus_and_final_argmax():
   p = jnp.array([[0.5, 0.3, 0.15, 0.05], [0.25, 0.25, 0.25, 0.25]])
-  np.testing.assert_allclose(dl.nucleus(p, 0.9), [[0.5 / 0.95, 0.3 / 0.95,
-                                                   0.15 / 0.95, 0.0],
-                                                  [0.25] * 4], atol=1e-6)
+  # The release's rule: the token that crosses top_p is dropped.
+  np.testing.assert_allclose(dl.nucleus(p, 0.9), [[0.625, 0.375, 0.0, 0.0],
+                                                  [1 / 3] * 3 + [0.0]],
+                             atol=1e-6)
+  np.testing.assert_allclose(dl.nucleus(jnp.array([[0.5, 0.5], [0.95, 0.05]]),
+                                        0.9), [[1.0, 0.0], [1.0, 0.0]],
+                             atol=1e-6)   # V = 2: greedy
   np.testing.assert_allclose(dl.nucleus(p, 0.5), [[1.0, 0, 0, 0],
                                                   [0.5, 0.5, 0, 0]],
                              atol=1e-6)
@@ -335,6 +340,36 @@ def test_substitution_replaces_visible_tokens_only():
   assert abs(changed - 0.5 * 3 / 4) < 0.03            # a draw may keep it
   np.testing.assert_array_equal(dl.substitute(jax.random.key(0), z, 4, 0.0),
                                 z)
+
+
+def test_substitution_oracle_is_the_posterior_of_the_training_law():
+  # Brute force over a 3-string language on L = 3, V = 3: draw x uniformly,
+  # substitute each visible token w.p. r with a uniform token; the Bayes
+  # posterior of x given z must be what the oracle marginalises.
+  S = np.array([[0, 1, 2], [1, 2, 0], [2, 2, 1]])
+  V, r = 3, 0.3
+  f = dl.substitution_oracle_logits_fn(S, V, r)
+  z = np.array([[0, 3, 3], [3, 2, 3], [1, 1, 3], [3, 3, 3]])   # 3 = MASK
+  got = np.exp(np.asarray(f(jnp.asarray(z))))
+  for n, zn in enumerate(z):
+    w = np.array([np.prod([(1 - r + r / V) if zi == xi else r / V
+                           for zi, xi in zip(zn, x) if zi != V]) for x in S])
+    w /= w.sum()
+    want = np.einsum('k,klv->lv', w, np.eye(V)[S])
+    np.testing.assert_allclose(got[n], want, atol=1e-6)
+  # Its NELBO under pure masking is the gate's floor: on the same draws, at
+  # a vanishing rate it is the exact denoiser's (log N in expectation), and
+  # above it at the default rate 0.05.
+  strings = jnp.asarray(dl.language_strings('onehot'))
+  nelbo = lambda f: float(dl.nelbo(f, strings, 2, jax.random.key(0),
+                                   reps=64)[0])
+  exact = nelbo(dl.oracle_logits_fn(strings, 2))
+  assert abs(nelbo(dl.substitution_oracle_logits_fn(strings, 2, 1e-6))
+             - exact) < 1e-3
+  assert nelbo(dl.substitution_oracle_logits_fn(strings, 2, 0.05)) > (
+      exact + 0.1)
+  with pytest.raises(ValueError, match='sub_rate'):
+    dl.substitution_oracle_logits_fn(S, V, 0.0)
 
 
 def test_product_law_is_sampled_exactly():
@@ -438,8 +473,10 @@ def exact_regime():
       for name in ('mdlm', 'remdm', 'remdm_eta0', 'remdm_release'):
         if lang == 'onehot' and (off != 'nearest' or name != 'mdlm'):
           continue
-        out[lang, off, name] = np.asarray(draw(keys,
-                                               dl.sampler_arrays(smp[name])))
+        s = smp[name]
+        if lang == 'onehot':   # V = 2: the release's nucleus is greedy
+          s = dataclasses.replace(s, top_p=1.0)
+        out[lang, off, name] = np.asarray(draw(keys, dl.sampler_arrays(s)))
   return cfg, out
 
 
@@ -469,7 +506,9 @@ def test_remasking_needs_an_off_support_aware_denoiser(exact_regime):
 
 def test_onehot_leaves_no_room_for_the_remdm_margin(exact_regime):
   # Why the ReMDM claim is not made on one-hot strings: MDLM with the exact
-  # denoiser is already within the margin of validity 1.
+  # denoiser, sampling its law (top_p = 1), is already within the margin of
+  # validity 1; and at V = 2 the release's nucleus (0.9) is greedy, a
+  # sampler that no longer draws from the model's law.
   cfg, v = exact_regime
   assert 'onehot' not in cfg.remdm_languages
   assert np.mean(v['onehot', 'nearest', 'mdlm']) > 1 - cfg.margin, v
