@@ -7,15 +7,18 @@ The reference pipeline (`src/vdm_pipe.py`, `src/ic_light.py`,
 (IC-Light) under a video diffusion prior (AnimateDiff), training-free:
 
 1. SDEdit start: the source video's latent noised to `strength`
-   (src/vdm_pipe.py:715, the Euler-ancestral z = x0 + sigma eps).
+   (src/vdm_pipe.py:715, the Euler-ancestral z = x0 + sigma eps). The
+   release's strength 0.5 is sigma 2.19, flow time t = sigma / (1 + sigma)
+   = 0.69 here (`flow_time`, `SDEDIT_STRENGTH`); a flow strength of 0.5 is
+   sigma 1, half the release's noise.
 2. Light-map injection (paper Sec. 3.2): for frame i, t = i / (F - 1), a
    light centre on the trajectory (`BGSource`, `light_positions`), a
    Gaussian blob of sigma = R / 8 latent pixels, normalised to [0, 1] and
    thresholded at 0.2 into a mask M; on M, z <- omega eps + (1 - omega) z
    with fresh eps and omega = 0.8; off M, z is untouched (`inject_noise`,
    src/vdm_pipe.py:976-1072). The release applies it to its sigma-scaled
-   latent, so on our flow latent it is `inject_flow`: z = x_t / (1 - t),
-   injected, mapped back.
+   latent, so on our flow latent it is `inject_flow` (`inject` draws its
+   noise from a key): z = x_t / (1 - t), injected, mapped back.
 3. Denoising with lbd = 1 - i / (N - 1) while lbd > 0.15 (paper Eq. 4-7;
    src/vdm_pipe.py:1139-1173): x0_hat = z - sigma eps_hat (here
    x0_hat = z - t v_hat, rectified flow); the detail residual
@@ -45,7 +48,12 @@ has a ground-truth relit video. The stand-ins are trained so that the
 pipeline stays training-free: the relighter (`Relighter`) on plain frames
 only (`relight_batch`; its target keeps a fraction beta of the source
 light, as IC-Light copies its input's light per frame), the video prior
-(`VideoPrior`) on clips lit by a static light (`video_batch`).
+(`VideoPrior`) on clips lit by a static light (`video_batch`). The
+relighter's img2img starts from the light map at IC-Light's noise level
+(`RELIGHT_STRENGTH`, flow time 0.93 for its strength 0.9). The release's
+prior is text-conditioned with classifier-free guidance (a prompt per
+video, guidance 2 to 4 in configs/animatediff_relight); ours is
+unconditional.
 
 `lightctrl` takes any velocity and relight function, e.g. the analytic
 surrogates `analytic_relighter` and `smoothing_prior`.
@@ -71,7 +79,11 @@ OMEGA = 0.8            # z <- 0.8 eps + 0.2 z on the mask
 THRESHOLD = 0.2        # mask = normalised Gaussian > 0.2
 STOP = 0.15            # fused steps while lbd > 0.15
 BUTTERWORTH_ORDER = 4  # get_freq_filter(..., 'butterworth', n=4)
-RELIGHT_STRENGTH = 0.9  # IC-Light img2img from the light map (lowres_denoise)
+# The release's noise levels as flow times, t = sigma / (1 + sigma)
+# (`flow_time`): the SDEdit start of strength 0.5 is sigma 2.19, IC-Light's
+# img2img from the light map at lowres_denoise 0.9 starts at sigma 14.3.
+SDEDIT_STRENGTH = 0.69
+RELIGHT_STRENGTH = 0.93
 FFT_AXES = ('chw', 'thw')
 
 
@@ -177,21 +189,25 @@ def light_masks(pos_Fx2: jax.Array, sigma_F: jax.Array, height: int,
   return (g > threshold)[..., None]
 
 
-def inject(z_FxHxWxC: jax.Array, key: jax.Array, mask_FxHxWx1: jax.Array,
-           omega: float = OMEGA) -> jax.Array:
-  """Light-map injection (paper Eq. 3): on the mask z <- omega eps +
-  (1 - omega) z with fresh eps ~ N(0, I); off it z is returned unchanged
-  (bit for bit)."""
-  eps = jax.random.normal(key, z_FxHxWxC.shape, z_FxHxWxC.dtype)
-  return inject_noise(z_FxHxWxC, eps, mask_FxHxWx1, omega)
+def inject(x_FxHxWxC: jax.Array, key: jax.Array, mask_FxHxWx1: jax.Array,
+           t: jax.Array | float, omega: float = OMEGA) -> jax.Array:
+  """Light-map injection (paper Eq. 3) on a flow latent x_t at time t, with
+  fresh eps ~ N(0, I) drawn from `key`: `inject_flow` (the release's
+  z <- omega eps + (1 - omega) z in its Euler-ancestral coordinates
+  z = x_t / (1 - t)); off the mask x_t is returned unchanged (bit for bit).
+  On the release's own latent z = x0 + sigma eps use `inject_noise`."""
+  eps = jax.random.normal(key, x_FxHxWxC.shape, x_FxHxWxC.dtype)
+  return inject_flow(x_FxHxWxC, eps, mask_FxHxWx1, t, omega)
 
 
 def inject_noise(z_FxHxWxC: jax.Array, eps_FxHxWxC: jax.Array,
                  mask_FxHxWx1: jax.Array, omega: float = OMEGA) -> jax.Array:
-  """`inject` with the noise given: where(mask, omega eps + (1 - omega) z,
-  z) (src/vdm_pipe.py:1046-1061 inject_light_map_noise, one eps per frame),
-  on the release's latent as it is (its Euler-ancestral z = x0 + sigma eps;
-  a flow latent goes through `inject_flow`)."""
+  """The release's injection with the noise given, on the release's latent
+  as it is (its Euler-ancestral z = x0 + sigma eps): where(mask,
+  omega eps + (1 - omega) z, z) (src/vdm_pipe.py:1046-1061
+  inject_light_map_noise, one eps per frame). A flow latent goes through
+  `inject_flow` (or `inject`, which draws the noise): applied to x_t it
+  would add 1 / (1 - t) times the release's fresh noise."""
   return jnp.where(mask_FxHxWx1, omega * eps_FxHxWxC
                    + (1.0 - omega) * z_FxHxWxC, z_FxHxWxC)
 
@@ -200,6 +216,17 @@ def sigma_of(t: jax.Array | float) -> jax.Array | float:
   """The Euler-ancestral noise level of flow time t: x_t = (1 - t) x0 +
   t eps is (1 - t) (x0 + sigma eps) with sigma = t / (1 - t)."""
   return t / (1.0 - t)
+
+
+def flow_time(sigma: jax.Array | float) -> jax.Array | float:
+  """The flow time of an Euler-ancestral (or VP) noise level sigma, the
+  inverse of `sigma_of`: t = sigma / (1 + sigma) (the same signal-to-noise
+  ratio). The release's strength 0.5 (50 Euler-ancestral steps on linear
+  betas, relight.py:42-46) starts at sigma 2.19, flow time 0.687
+  (`SDEDIT_STRENGTH`); IC-Light's img2img strength 0.9 (17 Karras steps of
+  DPM-Solver++ on linear betas, relight.py:107-114, src/ic_light.py:344-359)
+  at sigma 14.3, flow time 0.935 (`RELIGHT_STRENGTH`)."""
+  return sigma / (1.0 + sigma)
 
 
 def inject_flow(x_FxHxWxC: jax.Array, eps_FxHxWxC: jax.Array,
@@ -337,7 +364,8 @@ def lightctrl(velocity: Velocity, relight: RelightFn, source: jax.Array,
     light_map: the relighter's light-map latent [..., F, h, w, c].
     key: SDEdit noise, injection noise and the relighter's noise.
     num_steps: N denoising steps from t = strength to 0.
-    strength: the SDEdit strength (start time).
+    strength: the SDEdit strength as a flow time (the release's strength
+      0.5 is `SDEDIT_STRENGTH` = 0.69).
     inject_light: light-map injection on (`inject_flow`: the release's
       Euler-ancestral coordinates at t = strength).
     fusion: geometry-aware normal fusion on (off: the relighter is
@@ -430,7 +458,8 @@ def relight_sampler(model: Relighter, params: Any, num_steps: int,
                     strength: float = RELIGHT_STRENGTH,
                     beta: jax.Array | float = 0.0) -> RelightFn:
   """IC-Light's img2img call (src/ic_light.py Relighter.__call__): start
-  from the light-map latent noised to `strength`, integrate the
+  from the light-map latent noised to flow time `strength` (the default is
+  IC-Light's strength 0.9 in flow time, `RELIGHT_STRENGTH`), integrate the
   relighter's flow to t = 0 in `num_steps` Euler steps conditioned on
   (cond, light map, beta). Fresh noise per frame."""
 
@@ -612,6 +641,15 @@ def frame_change(video: jax.Array) -> jax.Array:
   return jnp.mean(jnp.abs(jnp.diff(video, axis=-4)), (-4, -3, -2, -1))
 
 
+def change_error(video: jax.Array, ref: jax.Array) -> jax.Array:
+  """Two-sided temporal error against a reference video [..., F, H, W, C]:
+  the mean over frames and pixels of |delta_f(video) - delta_f(ref)|, i.e.
+  the frame change of video - ref. A video that changes as the reference
+  does scores 0; a static one scores `frame_change(ref)`; flicker adds
+  to it."""
+  return frame_change(video - ref)
+
+
 # ----------------------------------------------------------------------------
 # Analytic surrogates (a seconds-level pipeline without trained nets).
 
@@ -697,9 +735,10 @@ def video_batch(key: jax.Array, batch: int, num_frames: int, size: int, *,
 
 __all__: Sequence[str] = [
     'BGSource', 'BUTTERWORTH_ORDER', 'FFT_AXES', 'LATENT_CHANNELS', 'MOVING',
-    'OMEGA', 'PATCH', 'RELIGHT_STRENGTH', 'Relighter', 'STOP', 'THRESHOLD',
-    'VideoPrior', 'analytic_relighter', 'butterworth', 'decode', 'encode',
-    'frame_change', 'freq_filter', 'freq_mix', 'fused_step', 'gaussian_map',
+    'OMEGA', 'PATCH', 'RELIGHT_STRENGTH', 'Relighter', 'SDEDIT_STRENGTH',
+    'STOP', 'THRESHOLD', 'VideoPrior', 'analytic_relighter', 'butterworth',
+    'change_error', 'decode', 'encode', 'flow_time', 'frame_change',
+    'freq_filter', 'freq_mix', 'fused_step', 'gaussian_map',
     'inject', 'inject_flow', 'inject_noise', 'irradiance', 'lbd_schedule',
     'light_centroid_error', 'light_map_latent', 'light_masks',
     'light_positions', 'lightctrl', 'num_fused_steps', 'prior_velocity',

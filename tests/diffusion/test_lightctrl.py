@@ -55,7 +55,9 @@ def test_injection_mask_bit_identical_outside_and_variance_inside():
   pos, sig = lc.light_positions(lc.BGSource.LEFT_TO_RIGHT, f, s, s, 37.5)
   mask = lc.light_masks(jnp.asarray(pos), jnp.asarray(sig), s, s)
   z = jax.random.normal(jax.random.key(0), (f, s, s, 64))
-  out = lc.inject(z, jax.random.key(1), mask)
+  # The release's latent z = x0 + sigma eps, injected as it is.
+  out = lc.inject_noise(z, jax.random.normal(jax.random.key(1), z.shape),
+                        mask)
   m = np.broadcast_to(np.asarray(mask), z.shape)
   assert 0 < m.mean() < 0.5
   assert np.array_equal(np.asarray(out)[~m], np.asarray(z)[~m])
@@ -95,6 +97,27 @@ def test_injection_in_release_coordinates():
       np.std(out[m] - 0.2 * np.asarray(x_t)[m]),
       (1 - t) * np.std(wrong[m] - 0.2 * np.asarray(x_t)[m]), rtol=1e-4)
   assert lc.sigma_of(0.5) == 1.0
+  # `inject` is the same on a flow latent, its noise drawn from a key (no
+  # flow-unaware entry point: the time is required).
+  np.testing.assert_array_equal(
+      lc.inject(x_t, k2, mask, t), lc.inject_flow(x_t, fresh, mask, t))
+  with pytest.raises(TypeError):
+    lc.inject(x_t, k2, mask)  # pylint: disable=no-value-for-parameter
+
+
+def test_release_noise_levels_in_flow_time():
+  """The release's strength 0.5 (sigma 2.19) and IC-Light's 0.9 (sigma
+  14.3) as flow times, the inverse of sigma_of."""
+  assert lc.flow_time(lc.sigma_of(0.3)) == pytest.approx(0.3)
+  assert lc.flow_time(2.19) == pytest.approx(lc.SDEDIT_STRENGTH, abs=5e-3)
+  assert lc.flow_time(14.3) == pytest.approx(lc.RELIGHT_STRENGTH, abs=5e-3)
+  # The release's sigma: Euler-ancestral on linear betas (relight.py:42-46),
+  # 50 linspace steps, strength 0.5 starts at the 26th.
+  betas = np.linspace(0.00085, 0.012, 1000)
+  ac = np.cumprod(1 - betas)
+  t0 = np.linspace(0, 999, 50)[::-1][25]
+  sigma = np.interp(t0, np.arange(1000), np.sqrt((1 - ac) / ac))
+  assert sigma == pytest.approx(2.19, abs=0.01)
 
 
 def test_light_positions_follow_the_reference():
@@ -182,6 +205,11 @@ def test_renderer_and_scores(world):
       10 * np.log10(4 / 0.02 ** 2), rel=1e-4)
   x = jnp.zeros((3, 2, 2, 1)).at[1].set(1.0)
   assert float(lc.frame_change(x)) == 1.0
+  # Two-sided: a video changing as the reference scores 0, a static one the
+  # reference's own change, one changing twice as much as well.
+  assert float(lc.change_error(x + 0.5, x)) == 0.0
+  assert float(lc.change_error(0 * x, x)) == 1.0
+  assert float(lc.change_error(2 * x, x)) == 1.0
 
 
 def _run(world, relight, prior=None, **kw):
@@ -211,6 +239,28 @@ def test_pipeline_without_fused_steps_is_plain_euler(world):
   m = np.broadcast_to(np.asarray(world['latents']['mask']), inj.shape)
   assert np.array_equal(np.asarray(inj)[~m], np.asarray(plain)[~m])
   assert not np.allclose(np.asarray(inj)[m], np.asarray(plain)[m])
+
+
+def test_injection_acts_through_the_fused_steps(world):
+  """Injection on vs off with everything else equal (the fused steps, the
+  relighter, the same noise): the output changes, and only on latent
+  pixels that some frame's mask covers (the relighter, the detail residual
+  and the prior (temporal smoothing) are per pixel with fusion off; fusion
+  mixes over (c, h, w) and spreads it), at both noise levels."""
+  w = world
+  relight = lc.analytic_relighter(w['sc'], w['pos'], w['h'], w['amb'], 0.6)
+  run = jax.jit(lambda inj, fus, strength: _run(
+      w, relight, num_steps=6, inject_light=inj, fusion=fus,
+      strength=strength))
+  covered = np.asarray(w['latents']['mask']).any(0)[..., 0]   # [h, w]
+  for strength in (0.5, lc.SDEDIT_STRENGTH):
+    d = np.abs(np.asarray(run(True, False, strength)
+                          - run(False, False, strength)))
+    assert d[:, covered].max() > 1e-2
+    assert d[:, ~covered].max() == 0.0
+    d = np.abs(np.asarray(run(True, True, strength)
+                          - run(False, True, strength)))
+    assert d[:, ~covered].max() > 0.0
 
 
 def test_pipeline_with_analytic_surrogates_follows_the_light(world):
