@@ -493,7 +493,8 @@ def programs(c, sharded: bool = False) -> list[loop.Program]:
 
 
 EXPERIMENT = launch.Experiment('flow2gan', run, schema=config_schema(),
-                               check_fn=check_config, preflight=preflight)
+                               check_fn=check_config, preflight=preflight,
+                               claims_fn=evaluate_claims)
 
 if __name__ == '__main__':
   EXPERIMENT.main()

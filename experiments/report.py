@@ -5,6 +5,7 @@ generated parts of README.md and the documentation site (experiments/site.py).
   python -m experiments.report --runs=runs --nosite --out=/tmp/local.md  # local runs
   python -m experiments.report --record=runs/fge/20261206-1200 --variant=default
   python -m experiments.report --check         # exit 1 if a generated file is stale
+  python -m experiments.report --rejudge=bwcache/default  # a revised claim rule
 
 `--record` first copies a finished run (summary.json, plots/*.png) into
 results/<experiment>/<variant>/; a run from a tree with uncommitted edits is
@@ -49,6 +50,10 @@ _SITE = flags.DEFINE_bool(
     'RESULTS.md) and docs/ from results/; --nosite writes only --out.')
 _VARIANT = flags.DEFINE_string('variant', 'default',
                                'The variant name --record files the run as.')
+_REJUDGE = flags.DEFINE_multi_string(
+    'rejudge', [], '<experiment>/<variant> of results/ whose claims the '
+    'current (committed) claim rule re-judges from the recorded metrics '
+    'before generating (`site.rejudge`).')
 _PARITY = flags.DEFINE_string(
     'parity', 'results/parity.json',
     'The parity table of `python -m experiments.parity` (skipped if absent).')
@@ -106,8 +111,11 @@ def _commit(s: dict[str, Any]) -> str:
   commit = s.get('commit')
   if not commit:
     return _MISSING
-  m = re.fullmatch(r'([0-9a-f]{40})(.*)', str(commit))
-  return m.group(1)[:10] + m.group(2) if m else str(commit)
+  short = lambda c: (lambda m: m.group(1)[:10] + m.group(2) if m else str(c))(
+      re.fullmatch(r'([0-9a-f]{40})(.*)', str(c)))
+  judged = s.get('claims_commit')
+  return short(commit) + (f' (claims judged at {short(judged)})'
+                          if judged else '')
 
 
 def _number(x: Any, spec: str) -> str:
@@ -224,6 +232,9 @@ def main(argv):
   if _RECORD.value:
     dest = site.record(_RECORD.value, _VARIANT.value)
     print(f'Recorded {_RECORD.value} as {dest.relative_to(site.ROOT)}')
+  for spec in _REJUDGE.value:
+    dest = site.rejudge(*spec.split('/', 1))
+    print(f'Re-judged the claims of {dest.relative_to(site.ROOT)}')
   try:
     results = site.load_results() if _SITE.value else {}
   except site.DirtyRunError as e:

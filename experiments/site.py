@@ -57,11 +57,6 @@ STALE: dict[str, str] = {
         'source-light fraction beta as an input, a static-light prior, '
         'injection in the release\'s sigma coordinates, diagnostic arms and '
         'restated claims; rerun pending'),
-    'bwcache/default': (
-        'claims re-judged after 0ce0747: the controls of (i) and (ii) are now '
-        'measured (the schedule-only placement at BWCache\'s budget, by the '
-        'same rule; it was the uniform sampler against itself, which could '
-        'not pass); the metrics are unchanged; rerun pending'),
     'dlm/default': (
         'ran before the ReMDM sampler took the release\'s settings (uniform '
         'remasking, nucleus 0.9, final argmax) and training its random-token '
@@ -150,7 +145,11 @@ def command(s: dict[str, Any]) -> str:
 
 
 def short_commit(s: dict[str, Any]) -> str:
-  return str(s.get('commit', '-'))[:10]
+  """The run's commit (10 characters), and the claim rule's where the
+  claims were re-judged later (`rejudge`)."""
+  judged = s.get('claims_commit')
+  return str(s.get('commit', '-'))[:10] + (
+      f', claims judged at {str(judged)[:10]}' if judged else '')
 
 
 def results_table(results: dict[str, dict[str, Run]], *,
@@ -485,6 +484,36 @@ def record(workdir: str | pathlib.Path, variant: str = 'default',
     shutil.copy(png, dest / 'plots' / png.name)
     shrink_png(dest / 'plots' / png.name)
   return dest
+
+
+def rejudge(name: str, variant: str = 'default',
+            root: pathlib.Path = ROOT) -> pathlib.Path:
+  """Re-judges results/<name>/<variant>/'s claims with the current code's
+  `EXPERIMENT.claims_fn` on the run's recorded per-seed metrics and config
+  (for a revised claim rule whose metrics did not change). The summary keeps
+  its run's `commit` and gains `claims_commit`, the clean commit whose rule
+  judged it; a tree with uncommitted edits is refused."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
+  path = root / 'results' / name / variant / 'summary.json'
+  s = json.loads(path.read_text())
+  experiment = importlib.import_module(f'experiments.{name}').EXPERIMENT
+  if experiment.claims_fn is None:
+    raise ValueError(f'{name} has no claims_fn: its claims need a rerun')
+  commit = launch.code_commit()
+  if commit.endswith('-dirty'):
+    raise DirtyRunError(f'the tree has uncommitted edits ({commit}); commit '
+                        'the claim rule before re-judging with it')
+  cfg = ml_collections.ConfigDict(s['config'])
+  metrics = {k: np.asarray(v['per_seed'], float)
+             for k, v in s['metrics'].items()
+             if isinstance(v, dict) and 'per_seed' in v}
+  s['claims'] = [c.to_json() for c in experiment.claims_fn(cfg, metrics)]
+  s['claims_commit'] = commit
+  path.write_text(json.dumps(s, indent=2) + '\n')
+  return path
 
 
 def _fetch_github(repo: str, name: str, variant: str

@@ -137,3 +137,32 @@ def test_parity_table_ranks_by_tolerance_and_separates_deliberate():
   assert rows[0]['reference (repo @ commit)'] == 'o/r @ abcdef0'
   row['checks'][0]['ok'] = False
   assert 'FAILS' in parity.table([row], compact=True)
+
+
+def test_rejudge_applies_the_current_claim_rule_to_recorded_metrics(
+    tmp_path, monkeypatch):
+  # BWCache's recorded run, its claims wiped: the current rule re-judges
+  # them from the per-seed metrics; the run's commit stays, the rule's is
+  # added, and a dirty tree is refused.
+  import pathlib  # pylint: disable=g-import-not-at-top
+  import pytest  # pylint: disable=g-import-not-at-top
+  from experiments import site  # pylint: disable=g-import-not-at-top
+  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
+  src = pathlib.Path(site.ROOT) / 'results/bwcache/default/summary.json'
+  s = json.loads(src.read_text())
+  run_commit, n = s['commit'], len(s['claims'])
+  s['claims'] = []
+  dest = tmp_path / 'results/bwcache/default'
+  dest.mkdir(parents=True)
+  (dest / 'summary.json').write_text(json.dumps(s))
+  monkeypatch.setattr(launch, 'code_commit', lambda: 'f' * 40)
+  out = json.loads(site.rejudge('bwcache', 'default', root=tmp_path)
+                   .read_text())
+  assert len(out['claims']) == n and out['commit'] == run_commit
+  assert out['claims_commit'] == 'f' * 40
+  assert all(c['control'].endswith(('(fails)', '(passes)'))
+             for c in out['claims'])
+  assert 'claims judged at ffffffffff' in site.short_commit(out)
+  monkeypatch.setattr(launch, 'code_commit', lambda: 'f' * 40 + '-dirty')
+  with pytest.raises(site.DirtyRunError):
+    site.rejudge('bwcache', 'default', root=tmp_path)

@@ -244,6 +244,12 @@ class Experiment:
   preflight: Callable[[ml_collections.ConfigDict], None] | None = None
   requires: Callable[[ml_collections.ConfigDict],
                      Sequence[tuple[str, str]]] | None = None
+  # (cfg, per-seed metrics {name: array [seeds, ...]}) -> claims: set where
+  # the claims are a pure function of the recorded metrics, so a revised
+  # claim rule can re-judge a recorded run (`experiments.report --rejudge`)
+  # without rerunning it.
+  claims_fn: Callable[[ml_collections.ConfigDict, Mapping[str, np.ndarray]],
+                      Sequence[Claim]] | None = None
 
   def default_config(self) -> ml_collections.ConfigDict:
     return importlib.import_module(f'configs.{self.name}').get_config()
