@@ -255,21 +255,25 @@ def sample(model: dit_lib.DiT, params: Any, x1: jax.Array, num_steps: int,
            sampler: str | Update = 'euler',
            indicator_blocks: Sequence[int] | None = None,
            cache: bool = True, labels: jax.Array | None = None,
-           guidance: jax.Array | float = 1.0,
+           guidance: jax.Array | float | None = None,
            max_triggers: jax.Array | int | None = None) -> CacheResult:
   """BWCache sampling of a `dit.DiT` from noise x1 [B, H, W, C] (or [H, W, C]).
 
   reuse_steps defaults to R = max(1, round(0.1 T)) (the paper's 10%).
-  labels [B] (a class-conditional DiT): classifier-free guidance with scale
-  `guidance` (`cfg_pieces`). Not jitted itself: wrap it (see
-  `make_sampler`) or call it inside a jit.
+  labels [B] (a class-conditional DiT): the conditional model alone with
+  guidance None, else classifier-free guidance with scale `guidance`
+  (`cfg_pieces`: a doubled batch, also at guidance 1). Not jitted itself:
+  wrap it (see `make_sampler`) or call it inside a jit.
   """
   if reuse_steps is None:
     reuse_steps = max(1, round(0.1 * num_steps))
   hwc = tuple(x1.shape[-3:])
-  if labels is None:
+  if labels is None or guidance is None:
     embed, block, final = dit_lib.pieces(model, params)
     final_fn = lambda h, cond: final(h, cond, hwc)
+    if labels is not None:
+      y = jnp.asarray(labels, jnp.int32)
+      embed = lambda x, t, embed=embed: embed(x, t, y)
   else:
     embed, block, final_fn = cfg_pieces(model, params, labels, guidance, hwc)
   return sample_with_pieces(
@@ -302,8 +306,9 @@ def make_sampler(model: dit_lib.DiT, num_steps: int, *,
                  sampler: str | Update = 'euler',
                  indicator_blocks: Sequence[int] | None = None,
                  cache: bool = True):
-  """jit(f)(params, x1, delta, reuse_steps, labels=None, guidance=1.0,
-  max_triggers=None) -> CacheResult.
+  """jit(f)(params, x1, delta, reuse_steps, labels=None, guidance=None,
+  max_triggers=None) -> CacheResult (guidance None: no unconditional pass,
+  see `sample`).
 
   delta, reuse_steps, guidance and max_triggers are traced, so a sweep
   compiles once per (model, num_steps, sampler, indicator_blocks, cache)
@@ -319,7 +324,7 @@ def make_sampler(model: dit_lib.DiT, num_steps: int, *,
 def _make_sampler(model, num_steps, sampler, blocks, cache):
 
   @jax.jit
-  def f(params, x1, delta, reuse_steps, labels=None, guidance=1.0,
+  def f(params, x1, delta, reuse_steps, labels=None, guidance=None,
         max_triggers=None):
     return sample(model, params, x1, num_steps, delta, reuse_steps,
                   sampler=sampler, indicator_blocks=blocks, cache=cache,

@@ -232,6 +232,9 @@ def test_cfg_sampler_is_guided_euler(cond_setup):
       lambda x, t: model.apply(params, x, t, y), x, T))(x1)
   np.testing.assert_allclose(f(params, x1, 0.0, 0, y, 1.0).samples,
                              cond_only, atol=2e-5, rtol=1e-5)
+  # guidance None: the conditional model alone, one pass (no null half).
+  np.testing.assert_allclose(f(params, x1, 0.0, 0, y).samples, cond_only,
+                             atol=2e-5, rtol=1e-5)
   # The blocks see the doubled batch: caching works on it like on any batch.
   res = bwcache.make_sampler(model, T)(params, x1, jnp.inf, 1, y, 2.0)
   np.testing.assert_array_equal(res.computed,
