@@ -149,7 +149,7 @@ def short_commit(s: dict[str, Any]) -> str:
   claims were re-judged later (`rejudge`)."""
   judged = s.get('claims_commit')
   return str(s.get('commit', '-'))[:10] + (
-      f', claims judged at {str(judged)[:10]}' if judged else '')
+      f' (claims: {str(judged)[:10]})' if judged else '')
 
 
 def results_table(results: dict[str, dict[str, Run]], *,

@@ -162,7 +162,7 @@ def test_rejudge_applies_the_current_claim_rule_to_recorded_metrics(
   assert out['claims_commit'] == 'f' * 40
   assert all(c['control'].endswith(('(fails)', '(passes)'))
              for c in out['claims'])
-  assert 'claims judged at ffffffffff' in site.short_commit(out)
+  assert '(claims: ffffffffff)' in site.short_commit(out)
   monkeypatch.setattr(launch, 'code_commit', lambda: 'f' * 40 + '-dirty')
   with pytest.raises(site.DirtyRunError):
     site.rejudge('bwcache', 'default', root=tmp_path)
