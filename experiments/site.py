@@ -57,11 +57,6 @@ STALE: dict[str, str] = {
         'source-light fraction beta as an input, a static-light prior, '
         'injection in the release\'s sigma coordinates, diagnostic arms and '
         'restated claims; rerun pending'),
-    'dlm/default': (
-        'ran before the ReMDM sampler took the release\'s settings (uniform '
-        'remasking, nucleus 0.9, final argmax) and training its random-token '
-        'substitution; the one-hot ReMDM claim is retired and the Latin '
-        'margin recalibrated to 0.05 with the exact denoiser; rerun pending'),
 }
 
 

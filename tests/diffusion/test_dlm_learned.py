@@ -483,9 +483,10 @@ def exact_regime():
 def test_remdm_beats_mdlm_on_latin_squares_with_the_exact_denoiser(
     exact_regime):
   # The margin's calibration: with the exact denoiser ReMDM-loop gains about
-  # twice the margin on every key (measured: MDLM 0.887 -> 0.984, 6 keys),
-  # the loop schedule without remasking loses (0.786) and the release's eta
-  # 0.02 gains nothing at L = 16 (0.877).
+  # twice the margin on every key (measured before the release's nucleus
+  # rule: MDLM 0.887 -> 0.984, 6 keys; with it, in the default run: 0.884 ->
+  # 0.982), the loop schedule without remasking loses and the release's eta
+  # 0.02 gains nothing at L = 16 (0.868 in the run).
   cfg, v = exact_regime
   a, b, z, rel = (v['latin', 'nearest', k] for k in
                   ('mdlm', 'remdm', 'remdm_eta0', 'remdm_release'))
@@ -550,14 +551,12 @@ def dlm_default(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize('prefix', [
     'Uniform one-hot law', 'CoT simulation', 'Space:',
-    '[onehot] the trained MDLM', '[latin] the trained MDLM',
-    '[onehot] quality gate', '[latin] quality gate'])
+    '[onehot] the trained MDLM', '[onehot] quality gate'])
 def test_default_claims_that_hold(dlm_default, prefix):
-  # Measured (default config, 3 seeds, bias-corrected EMA, 06a380b, 2071
-  # s): NELBO - log N one-hot +0.013/+0.017/+0.001 (MC se 0.015), Latin
-  # +0.073/+0.085/+0.076 (se 0.042); fixed-count MDLM at
-  # K = 16: one-hot 1.000, Latin 0.970 (random-count 0.909, 0.587: the
-  # controls fail).
+  # Measured (default config, 3 seeds, substitution rate 0.05, 4e82508,
+  # 1725 s): one-hot NELBO - floor -0.011/-0.007/-0.032 (floor log N +
+  # 0.202, MC se 0.014); fixed-count MDLM at K = 16 one-hot 1.000 (random-
+  # count 0.633: the control fails).
   c = _claim(dlm_default, prefix)
   assert c['holds'], c
   assert c['control'].endswith('(fails)'), c
@@ -565,16 +564,31 @@ def test_default_claims_that_hold(dlm_default, prefix):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    'measured at K = 64 (default, 3 seeds x 512, 06a380b): one-hot MDLM '
-    '0.984 -> ReMDM-loop 0.906 (exact denoiser 0.984 -> 0.904), Latin 0.868 '
-    '-> 0.883 (+0.016; exact denoiser 0.892 -> 0.990): remasking pays only '
-    'with a '
-    'denoiser that is right off the support, which MDLM training never '
-    'shows it'))
-@pytest.mark.parametrize('lang', ['onehot', 'latin'])
-def test_default_remdm_claim(dlm_default, lang):
-  c = _claim(dlm_default, f'[{lang}] at K = 64')
-  assert c['holds'], c
+    'measured (4e82508, 3 seeds): the substitution-trained Latin-square '
+    'model is +0.264/+0.315/+0.327 nats above its floor (log N + 0.161), '
+    'against a 0.10 gate; the pure-mask model was +0.07 to +0.09 at the '
+    'same 4000 steps'))
+def test_default_latin_nelbo_gate(dlm_default):
+  assert _claim(dlm_default, '[latin] the trained MDLM')['holds']
+
+
+@pytest.mark.slow
+def test_default_latin_claims_follow_their_rules(dlm_default):
+  # Not pinned: the Latin quality gate (0.931 against 0.95) and the ReMDM
+  # gain (+0.084/+0.107/+0.041 against 0.05 on every seed; it also needs
+  # the NELBO gate) are near their bars. Their verdicts must follow their
+  # rules and their controls fail.
+  m = {k: np.asarray(v['per_seed'], float)
+       for k, v in dlm_default['metrics'].items()}
+  gate = _claim(dlm_default, '[latin] quality gate')
+  assert gate['holds'] == bool(
+      m['validity/latin_mdlm_fixed_K16'].mean() >= 0.95), gate
+  remdm = _claim(dlm_default, '[latin] at K = 64')
+  nelbo = _claim(dlm_default, '[latin] the trained MDLM')
+  gain = m['validity/latin_remdm_K64'] - m['validity/latin_mdlm_K64']
+  assert remdm['holds'] == bool(np.all(gain >= 0.05) and nelbo['holds'])
+  for c in (gate, remdm, nelbo):
+    assert c['control'].endswith('(fails)'), c
 
 
 def test_paper_variant_runs_end_to_end_at_tiny_size(tmp_path):
