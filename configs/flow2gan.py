@@ -18,7 +18,7 @@ gaps, multi-resolution STFT loss.
 
 Variants:
   smoke    (CI) the endpoint model only, tiny nets, a few steps, 1 seed.
-  default  (CPU, ~34 min busy, ~21 min idle) branches (128,64)/(64,32)/
+  default  (CPU, 14.5 min idle on 2 cores) branches (128,64)/(64,32)/
            (32,16), channels 48/32/24, 2 ConvNeXt layers, batch 8, 600 FM +
            100 GAN and 100 mel-only steps; 3 seeds.
   branches the default's endpoint multi- and single-branch models only, 16
@@ -45,7 +45,8 @@ must add to it); (iv) multi-branch LSD < single-branch LSD at matched
 parameters, as a paired 95% CI over seeds (the branches variant; "no
 difference" when the CI covers 0).
 
-Budget (fm_steps 600, 16 branch seeds). At 14b389d the default run (300 FM
+Budget (fm_steps 600, 16 branch seeds). The default run at 3f70e19 took
+868 s on an idle 2-core machine. At 14b389d the default run (300 FM
 steps x 4 variants x 3 seeds, 100 GAN steps) took 1543 s on a busy 2-core
 machine (935 s idle at 4cc4ef4) and the branches run (8 seeds) 374 s.
 Timed per step on the same 2 cores under load (jit, 3 seeds vmapped): an

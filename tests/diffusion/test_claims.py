@@ -56,27 +56,29 @@ def test_qdpm_below_vdm_on_digits_at_equal_steps():
 @pytest.fixture(scope='module')
 def small_flow_dit():
   model = dit.DiT(patch=2, width=32, depth=4, heads=4)
-  c = dict(batch_size=128, learning_rate=1e-3, ema_decay=0.999,
+  c = dict(batch_size=64, learning_rate=1e-3, ema_decay=0.999,
            objective='flow')
   train_x = flow.digits('train')
   init, step = flow.make_trainer(model, train_x, c)
-  res = loop.train(init, step, seed=0, num_seeds=1, num_steps=600,
-                   chunk_size=600, progress=False, data=train_x)
+  res = loop.train(init, step, seed=0, num_seeds=1, num_steps=300,
+                   chunk_size=300, progress=False, data=train_x)
   return model, jax.tree.map(lambda a: a[0], res.state.ema)
 
 
 def test_bwcache_claims_in_small(small_flow_dit):
-  """Claims (i)-(ii) in small (a 32-wide DiT, 600 steps, 128 noises), scored
-  against the converged solution (200 Heun steps). The uncached 50-step
-  sampler passes the run's convergence gate (>= 30 dB); the paper's
-  defaults (delta 0.15, R = 10% of T = 50) save >= 1.5x block evaluations;
-  the maximal-reuse schedule (delta inf, R = T) loses far more than
-  BWCache; and fewer uniform steps at BWCache's budget beat it, as in the
-  default run (flow, T = 50: 39.9 vs 33.5 dB)."""
+  """Claims (i)-(ii) in small (a 32-wide DiT, 300 steps at batch 64, 64
+  noises), scored against the converged solution (200 Heun steps, 88 dB
+  from 100). The uncached 50-step sampler passes the run's convergence
+  gate (>= 30 dB; 51 dB); the paper's defaults (delta 0.15, R = 10% of T
+  = 50) save >= 1.5x block evaluations (1.61x); the maximal-reuse schedule
+  (delta inf, R = T) loses far more than BWCache (24 vs 38 dB); and fewer
+  uniform steps at BWCache's budget beat it (46 dB), as in the default run
+  (flow, T = 50: 39.9 vs 33.8 dB)."""
   model, params = small_flow_dit
-  noise = jax.random.normal(jax.random.key(1), (128, 8, 8, 1))
+  noise = jax.random.normal(jax.random.key(1), (64, 8, 8, 1))
   ref = bwcache.converged_reference(model, params, noise, 200)
-  assert bwcache.reference_error(model, params, noise, 200) > 60.0
+  half = bwcache.converged_reference(model, params, noise, 100)
+  assert bwcache.psnr(half, ref) > 60.0   # `reference_error`, ref reused
   out = bwcache.delta_sweep(model, params, noise, 50, deltas=(0.15,),
                             reuse_steps=(5,), reference=ref)
   head, uncached = out['rows'][0], out['reference']['psnr_ref']

@@ -336,11 +336,10 @@ def default_run(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize('prefix', ['(i)', '(ii)'])
 def test_default_run_claims(default_run, prefix):
-  # At 14b389d (default config then: 300 FM steps, 3 seeds, 1543 s busy):
-  # (i) gap RMS at 2 steps velocity 1.14e-2 vs endpoint 1.59e-3 (7.1x, >= 5.9x
-  # on every seed; seed spread 1.29x), LSD 30.71 vs 16.93 dB; (ii) quiet-bin
-  # LSD spectral 11.39 vs MSE 28.59 dB (60% lower; seed spread 1.6%). Both
-  # margins are many times the seed spread.
+  # At 3f70e19 (600 FM steps, 3 seeds, 868 s idle): (i) gap RMS at 2 steps
+  # velocity 7.00e-3 vs endpoint 1.73e-3 (4.0x; velocity's seed spread
+  # 1.16x), LSD 28.58 vs 15.89 dB; (ii) quiet-bin LSD spectral 11.18 vs MSE
+  # 25.37 dB (56% lower; seed spread 1.7%). Both far beyond their bars.
   c = _claim(default_run, prefix)
   assert c['holds'], c
   assert c['control'].endswith('(fails)'), c
@@ -351,12 +350,20 @@ def _per_seed(summary, key):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'measured at 3f70e19 (3 seeds): the 1-step GAN-tuned generator 14.63 dB '
+    'LSD vs the mel-only-tuned 14.60 (mel-only - GAN -0.04 +- 0.01 dB, '
+    'lower on every seed) and the 4-step teacher 15.52: the 45x mel L1 '
+    'alone makes the gain; 100 GAN steps add nothing measurable on LSD'))
+def test_default_run_gan_claim(default_run):
+  assert _claim(default_run, '(iii)')['holds']
+
+
+@pytest.mark.slow
 def test_default_run_gan_claim_follows_its_rule(default_run):
   """(iii) against the mel-only control: its verdict is its rule on the
-  recorded LSDs, and its control fails whenever it holds. Only the
-  teacher half is asserted: at 14b389d (300 FM steps, before the mel-only
-  control) the 1-step GAN's LSD was 15.51 vs the 4-step teacher's 16.77 dB,
-  1.02-1.40 dB lower on every seed; the mel-only comparison is new."""
+  recorded per-seed LSDs (paired CI), and its control fails whenever it
+  holds."""
   c = _claim(default_run, '(iii)')
   gan = _per_seed(default_run, 'lsd/gan1_1step')
   mel_only = _per_seed(default_run, 'lsd/melonly1_1step')
