@@ -47,11 +47,6 @@ STALE: dict[str, str] = {
         'the defaults and added the ACCEL, PAIRED, SFL and VDS baselines; '
         'rerun pending')
        for v in ('dubins_skewed',)},
-    **{f'flow2gan/{v}': (
-        'ran before 23ded10: 600 flow-matching steps (was 300), a mel-only '
-        'fine-tuning control for (iii), 16 seeds for (iv) in `branches`, '
-        'its own GAN EMA; rerun pending')
-       for v in ('branches',)},
     'lightctrl/default': (
         'ran before 0b1c9f1: a relighter trained on plain frames with the '
         'source-light fraction beta as an input, a static-light prior, '
