@@ -30,7 +30,9 @@ Variants:
   paper    + exactly-2-ones, 4096 samples per seed, longer training.
 
 Pass criteria (ours: the paper's statements are asymptotic): (i) the exact claims;
-(ii) NELBO within 0.1 nats of log N on every seed; fixed-count MDLM
+(ii) NELBO within 0.1 nats of its floor on every seed (log N without
+substitution; with it, the NELBO of the substituted law's Bayes denoiser,
+`dl.substitution_oracle_logits_fn`); fixed-count MDLM
 validity at K = L >= 0.95 (quality gate; random-count MDLM is its
 control); on Latin squares at K = 4L ReMDM-loop validity >= random-count
 MDLM + `margin` on every seed, the margin half the exact denoiser's gain

@@ -44,9 +44,6 @@ from iclrjax.core import loop
 from iclrjax.diffusion import dlm
 from iclrjax.diffusion import dlm_learned as dl
 
-# Samplers run at the headline K only, as the ReMDM claim's control.
-ABLATIONS = ('remdm_eta0', 'remdm_release')
-
 
 def config_schema() -> dict[str, Any]:
   pos = cfg_lib.Float(min=0.0, min_inclusive=False)
@@ -506,10 +503,10 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
         dl.language_strings(language, cfg.exactk_k), V,
         cfg.oracle_off_support)
     for K in cfg.num_steps:
-      f32, i32 = sds((K,), jnp.float32), sds((K,), jnp.int32)
-      arrays = {'alpha_t': f32, 'alpha_s': f32, 'sigma': f32, 'count': i32,
-                'revise': sds((), jnp.bool_), 'conf': sds((), jnp.bool_)}
-      calls = len(samplers_of(cfg, K))
+      smp = samplers_of(cfg, K)
+      arrays = jax.tree.map(lambda a: sds(a.shape, a.dtype),   # the run's
+                            dl.sampler_arrays(next(iter(smp.values()))))
+      calls = len(smp)
       progs += [
           loop.Program(f'eval/{language} sample K={K}', draw_fn(
               cfg, V, lambda p, model=model: lambda z: model.apply(p, z)),
