@@ -47,11 +47,6 @@ STALE: dict[str, str] = {
         'the defaults and added the ACCEL, PAIRED, SFL and VDS baselines; '
         'rerun pending')
        for v in ('dubins_skewed',)},
-    'lightctrl/default': (
-        'ran before 0b1c9f1: a relighter trained on plain frames with the '
-        'source-light fraction beta as an input, a static-light prior, '
-        'injection in the release\'s sigma coordinates, diagnostic arms and '
-        'restated claims; rerun pending'),
 }
 
 

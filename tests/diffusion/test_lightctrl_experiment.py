@@ -265,14 +265,10 @@ def default_summary(tmp_path_factory):
                                 tmp_path_factory.mktemp('lightctrl') / 'run')
 
 
-# The claims now run from the release's noise level (flow time 0.69) with
-# per-seed verdicts, a two-sided temporal claim and the source video as the
-# PSNR control; no default run has been recorded under these rules yet, so
-# no verdict is pinned (a pilot at 2e1684d, flow strength 0.5 and seed-mean
-# verdicts, measured injection 0.98x and PSNR -2.07 dB, both failing, and
-# two marginal ones). The slow tests check only that every control fails
-# and that each verdict follows the per-seed rule from the run's own
-# per-seed metrics.
+# The default run at 725d454 (3 trained seeds, release noise level, per-seed
+# verdicts, 1275 s idle): 0 of 4 hold. Three failures are decisive and
+# pinned below; fusion's leakage drop (55/21/31% against 30% on every seed)
+# is not. Every control fails, and every verdict follows the per-seed rule.
 _CLAIMS = (INJECTION, PSNR, LEAKAGE, TEMPORAL)
 
 
@@ -303,3 +299,29 @@ def test_default_run_verdicts_follow_the_per_seed_rule(default_summary):
   if find_claim(default_summary, TEMPORAL)['holds']:
     gt = m['change/ground_truth']
     assert np.all(m['change_error/full/b0'] <= cfg.change_error_ratio * gt)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'measured at 725d454: excess centroid error 7.51 px with injection vs '
+    '7.60 without (ratio 0.99/0.98/0.99 per seed, bar 0.7); 0.98 at sigma 1 '
+    'too'))
+def test_default_run_injection_claim(default_summary):
+  assert find_claim(default_summary, INJECTION)['holds']
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'measured at 725d454: PSNR 13.89 dB vs baseline 16.16 (full - baseline '
+    '-1.10/-2.34/-3.39 per seed, bar +1); the untouched source video 13.74'))
+def test_default_run_psnr_claim(default_summary):
+  assert find_claim(default_summary, PSNR)['holds']
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'measured at 725d454 (beta 0): change error 1.35/1.39/1.47x the ground '
+    'truth\'s frame change (bar 0.7x; the static source video 1.01x) and '
+    'frame change 1.26-1.38x (bar 1.2x)'))
+def test_default_run_temporal_claim(default_summary):
+  assert find_claim(default_summary, TEMPORAL)['holds']
