@@ -159,8 +159,9 @@ def _xf(reason):
   return pytest.mark.xfail(strict=True, reason=reason)
 
 
-# Measured: default config at 0ce0747 (3 seeds; results/bwcache): 0 of 12
-# hold. Decisive failures (every seed the same sign, pinned as strict
+# Measured: default config at 0ce0747 (3 seeds; results/bwcache; claims
+# re-judged at 89785b8 with the measured schedule-only controls): 0 of 12
+# hold, every control fails. Decisive failures (every seed the same sign, pinned as strict
 # xfails); marginal ones (vp_v T = 20, the cfg and vp_v "delta binds" rows)
 # are not pinned: only their controls are checked.
 _BWCACHE_ALL = [f'[{c}] BWCache at' for c in ('flow', 'cfg', 'vp_v')] + [

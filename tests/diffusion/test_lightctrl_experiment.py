@@ -301,27 +301,22 @@ def test_default_run_verdicts_follow_the_per_seed_rule(default_summary):
     assert np.all(m['change_error/full/b0'] <= cfg.change_error_ratio * gt)
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    'measured at 725d454: excess centroid error 7.51 px with injection vs '
-    '7.60 without (ratio 0.99/0.98/0.99 per seed, bar 0.7); 0.98 at sigma 1 '
-    'too'))
-def test_default_run_injection_claim(default_summary):
-  assert find_claim(default_summary, INJECTION)['holds']
+_DECISIVE = {
+    INJECTION: ('excess centroid error 7.51 px with injection vs 7.60 '
+                'without (ratio 0.99/0.98/0.99 per seed, bar 0.7); 0.98 at '
+                'sigma 1 too'),
+    PSNR: ('PSNR 13.89 dB vs baseline 16.16 (full - baseline -1.10/-2.34/'
+           '-3.39 per seed, bar +1); the untouched source video 13.74'),
+    TEMPORAL: ('beta 0: change error 1.35/1.39/1.47x the ground truth\'s '
+               'frame change (bar 0.7x; the static source video 1.01x) and '
+               'frame change 1.26-1.38x (bar 1.2x)'),
+}
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    'measured at 725d454: PSNR 13.89 dB vs baseline 16.16 (full - baseline '
-    '-1.10/-2.34/-3.39 per seed, bar +1); the untouched source video 13.74'))
-def test_default_run_psnr_claim(default_summary):
-  assert find_claim(default_summary, PSNR)['holds']
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    'measured at 725d454 (beta 0): change error 1.35/1.39/1.47x the ground '
-    'truth\'s frame change (bar 0.7x; the static source video 1.01x) and '
-    'frame change 1.26-1.38x (bar 1.2x)'))
-def test_default_run_temporal_claim(default_summary):
-  assert find_claim(default_summary, TEMPORAL)['holds']
+@pytest.mark.parametrize('start', [
+    pytest.param(k, marks=pytest.mark.xfail(
+        strict=True, reason=f'measured at 725d454: {why}'))
+    for k, why in _DECISIVE.items()])
+def test_default_run_decisive_failures(default_summary, start):
+  assert find_claim(default_summary, start)['holds']
