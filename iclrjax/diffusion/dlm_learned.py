@@ -238,8 +238,12 @@ def oracle_logits_fn(strings: np.ndarray, vocab: int,
   hot_KxLxV = jax.nn.one_hot(S_KxL, vocab)
 
   def logits_fn(z_NxL: jax.Array) -> jax.Array:
-    z_Nx1xL = z_NxL[:, None]
-    miss_NxK = jnp.sum((z_Nx1xL != vocab) & (z_Nx1xL != S_KxL), axis=-1)
+    # Mismatches on the visible tokens = visible - matches, the matches one
+    # matmul of one-hots (MASK = vocab is the zero row); integer counts,
+    # exact in float32.
+    match_NxK = jnp.einsum('nlv,klv->nk', jax.nn.one_hot(z_NxL, vocab),
+                           hot_KxLxV)
+    miss_NxK = jnp.sum(z_NxL != vocab, -1, keepdims=True) - match_NxK
     best_Nx1 = jnp.min(miss_NxK, axis=-1, keepdims=True)
     if off_support == 'nearest':
       w_NxK = (miss_NxK == best_Nx1).astype(jnp.float32)

@@ -792,6 +792,7 @@ def make_gan_trainer(model: Generator, disc: Discriminators,
 
   Example (a user's own generator and clips, no experiment config):
     ```python
+    import functools
     import jax
     import jax.numpy as jnp
     from iclrjax.diffusion import flow2gan as f2g
@@ -804,14 +805,15 @@ def make_gan_trainer(model: Generator, disc: Discriminators,
                         cond_layers=0, time_dim=8)
     clips = 0.3 * jnp.sin(0.05 * jnp.arange(4 * 512.0)).reshape(4, 512)
     mel = f2g.condition(s, clips)               # [4, frames, 8]
-    params = gen.init(jax.random.key(0), mel[:1], clips[:1], jnp.zeros(1),
-                      method=f2g.Generator.init_all)   # e.g. from stage 1
+    params = jax.jit(functools.partial(         # e.g. from stage 1
+        gen.init, method=f2g.Generator.init_all))(
+            jax.random.key(0), mel[:1], clips[:1], jnp.zeros(1))
     disc = f2g.Discriminators(periods=(2, 3), mp_channels=(4, 4),
                               resolutions=(64,), mr_channels=4)
     init, step = f2g.make_gan_trainer(gen, disc, s, num_steps=1,
                                       from_data=True,
                                       weights=f2g.GANWeights(mel=45.0))
-    state, step = init(jax.random.key(1), params), jax.jit(step)
+    state, step = jax.jit(init)(jax.random.key(1), params), jax.jit(step)
     for t in range(3):
       state, m = step(state, t, clips)
       print(t, float(m['d_loss']), float(m['g_loss']), float(m['mel']))

@@ -8,6 +8,7 @@ import pytest
 from iclrjax.diffusion import bwcache
 from iclrjax.diffusion import dit
 from iclrjax.diffusion import flow
+from tests.diffusion.conftest import random_params
 
 DEPTH = 2
 
@@ -17,10 +18,7 @@ def setup():
   """A tiny DiT with N(0, 0.1^2) params (its adaLN-zero init outputs 0)."""
   model = dit.DiT(patch=2, width=32, depth=DEPTH, heads=4)
   x1 = jax.random.normal(jax.random.key(0), (8, 8, 8, 1))
-  shapes = jax.eval_shape(model.init, jax.random.key(0), x1, jnp.zeros(8))
-  rng = np.random.default_rng(1)
-  params = jax.tree.map(
-      lambda s: (0.1 * rng.standard_normal(s.shape)).astype(s.dtype), shapes)
+  params = random_params(model.init, x1, jnp.zeros(8), seed=1)
   return model, params, x1
 
 
@@ -207,10 +205,7 @@ def cond_setup():
   model = dit.DiT(patch=2, width=32, depth=DEPTH, heads=4, num_classes=3)
   x1 = jax.random.normal(jax.random.key(0), (6, 8, 8, 1))
   y = jnp.array([0, 1, 2, 0, 1, 2])
-  shapes = jax.eval_shape(model.init, jax.random.key(0), x1, jnp.zeros(6), y)
-  rng = np.random.default_rng(2)
-  params = jax.tree.map(
-      lambda s: (0.1 * rng.standard_normal(s.shape)).astype(s.dtype), shapes)
+  params = random_params(model.init, x1, jnp.zeros(6), y, seed=2)
   return model, params, x1, y
 
 

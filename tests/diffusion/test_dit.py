@@ -10,6 +10,7 @@ import pytest
 
 from iclrjax.diffusion import dit
 from iclrjax.diffusion import nets
+from tests.diffusion.conftest import random_params
 
 MODEL = dit.DiT(patch=2, width=32, depth=2, heads=4)
 # `TimestepEmbedder`'s arguments of `nets.timestep_embedding`.
@@ -17,15 +18,8 @@ DIT_EMBEDDING = dict(scale=1.0, freq_shift=0, flip_sin_to_cos=True)
 
 
 def _random_params(model, x, t, scale=0.1, seed=0):
-  """N(0, scale^2) numpy params of the right shapes (no init compile).
-
-  Unlike the real init these make every adaLN-zero layer active.
-  """
-  shapes = jax.eval_shape(model.init, jax.random.key(0), x, t)
-  rng = np.random.default_rng(seed)
-  return jax.tree.map(
-      lambda s: (scale * rng.standard_normal(s.shape)).astype(s.dtype),
-      shapes)
+  """N(0, scale^2) numpy params (every adaLN-zero layer active)."""
+  return random_params(model.init, x, t, scale=scale, seed=seed)
 
 
 def _composed(model, params, x, t):
@@ -177,10 +171,7 @@ def test_class_conditioning_and_null_label():
   x = jax.random.normal(jax.random.key(0), (4, 8, 8, 1))
   t = jnp.full((4,), 0.3)
   y = jnp.array([0, 1, 2, 3])  # 3 = the null label
-  shapes = jax.eval_shape(model.init, jax.random.key(0), x, t, y)
-  rng = np.random.default_rng(3)
-  params = jax.tree.map(
-      lambda s: (0.1 * rng.standard_normal(s.shape)).astype(s.dtype), shapes)
+  params = random_params(model.init, x, t, y, seed=3)
   assert params['params']['y_embed']['embedding'].shape == (4, 32)
   out = model.apply(params, x, t, y)
   # None is the null label; labels change the output; a scalar broadcasts.

@@ -451,35 +451,42 @@ def test_fixed_count_schedule_and_exactness():
 
 
 # -- ReMDM in its regime, with the exact denoiser (no training) ---------------------------
+class _ExactRegime(dict):
+  """(lang, off_support, sampler) -> validity per key, computed on first use
+  (one compiled program per (lang, off_support))."""
+
+  def __init__(self, cfg, samplers, keys):
+    super().__init__()
+    self.cfg, self._smp, self._keys, self._draws = cfg, samplers, keys, {}
+
+  def __missing__(self, k):
+    lang, off, name = k
+    if (lang, off) not in self._draws:
+      V = dl.vocab_size(lang)
+      f = dl.oracle_logits_fn(dl.language_strings(lang), V, off)
+      self._draws[lang, off] = jax.jit(jax.vmap(
+          lambda key, a: dl.is_valid(lang, dl.sample_arrays(
+              f, key, 512, V, a).x).mean(), in_axes=(0, None)))
+    s = self._smp[name]
+    if lang == 'onehot':   # V = 2: the release's nucleus is greedy
+      s = dataclasses.replace(s, top_p=1.0)
+    self[k] = np.asarray(self._draws[lang, off](self._keys,
+                                                dl.sampler_arrays(s)))
+    return self[k]
+
+
 @pytest.fixture(scope='module')
 def exact_regime():
   """Validity at the default's headline K (= 4 L) with the exact denoiser
-  ('nearest' and 'uniform' off the support), per key (4 keys x 512
-  samples): MDLM, ReMDM-loop, the loop schedule with eta = 0 and the
-  release's eta, all with the default's nucleus and final argmax."""
+  ('nearest' or 'uniform' off the support), per key (4 keys x 512
+  samples), of MDLM, ReMDM-loop, the loop schedule with eta = 0 and the
+  release's eta, all with the default's nucleus and final argmax; each
+  (language, off-support, sampler) drawn when a test first reads it."""
   from configs import dlm as dlm_config  # pylint: disable=g-import-not-at-top
   from experiments import dlm as dlm_exp  # pylint: disable=g-import-not-at-top
   cfg = dlm_config.get_config()
-  smp = dlm_exp.samplers_of(cfg, cfg.headline_steps)
-  keys = jax.random.split(jax.random.key(0), 4)
-  out = {}
-  for lang in ('onehot', 'latin'):
-    V = dl.vocab_size(lang)
-    for off in dl.OFF_SUPPORT:
-      f = dl.oracle_logits_fn(dl.language_strings(lang), V, off)
-      draw = jax.jit(jax.vmap(lambda k, a, f=f, lang=lang, V=V: dl.is_valid(
-          lang, dl.sample_arrays(f, k, 512, V, a).x).mean(),
-                              in_axes=(0, None)))
-      for name in ('mdlm', 'remdm', 'remdm_eta0', 'remdm_release'):
-        if lang == 'onehot' and (off != 'nearest' or name != 'mdlm'):
-          continue
-        if off == 'uniform' and name not in ('mdlm', 'remdm'):
-          continue   # only the two the off-support test compares
-        s = smp[name]
-        if lang == 'onehot':   # V = 2: the release's nucleus is greedy
-          s = dataclasses.replace(s, top_p=1.0)
-        out[lang, off, name] = np.asarray(draw(keys, dl.sampler_arrays(s)))
-  return cfg, out
+  return cfg, _ExactRegime(cfg, dlm_exp.samplers_of(cfg, cfg.headline_steps),
+                           jax.random.split(jax.random.key(0), 4))
 
 
 def test_remdm_beats_mdlm_on_latin_squares_with_the_exact_denoiser(
@@ -497,6 +504,7 @@ def test_remdm_beats_mdlm_on_latin_squares_with_the_exact_denoiser(
   assert np.all(rel < a + cfg.margin), v
 
 
+@pytest.mark.slow   # two more sampler runs (~15 s)
 def test_remasking_needs_an_off_support_aware_denoiser(exact_regime):
   # A denoiser that answers uniform noise off the support turns every
   # inconsistent draw into more errors.

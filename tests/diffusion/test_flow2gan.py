@@ -16,6 +16,7 @@ from iclrjax.core import logging as log_lib
 from iclrjax.diffusion import audio
 from iclrjax.diffusion import flow2gan as f2g
 from tests.conftest import find_claim as _claim
+from tests.diffusion.conftest import random_params
 
 
 def _np_power_spec(x, n_fft, hop):
@@ -261,13 +262,14 @@ def smoke_cfg():
 
 
 def test_generator_shapes_branch_average_and_discriminators(smoke_cfg):
-  c = smoke_cfg
+  c = smoke_cfg.copy_and_resolve_references()
+  c.n_ffts, c.hops, c.channels = (128, 64, 32), (64, 32, 16), (8, 8, 8)
+  c.num_layers = 1
   model = f2g.make_generator(c, 'multi')
   mel, x, t = f2g._example_inputs(c, 2)  # pylint: disable=protected-access
   x = jax.random.normal(jax.random.key(0), x.shape)
-  params = jax.jit(lambda k: model.init(k, mel, x, t,
-                                        method=f2g.Generator.init_all))(
-                                            jax.random.key(1))
+  params = random_params(model.init, mel, x, t, seed=1,
+                         method=f2g.Generator.init_all)
   # Rows 0-2: only branch i, weight 3 (undoes the mean); row 3: branch 0
   # dropped, the others rescaled by 3 / 2.
   rows = jnp.concatenate([jnp.eye(3) * 3, jnp.array([[0.0, 1.5, 1.5]])])
@@ -289,7 +291,7 @@ def test_generator_shapes_branch_average_and_discriminators(smoke_cfg):
   np.testing.assert_array_equal(up[0, :, 0], [0, 0, 1, 1, 2])
   disc = f2g.Discriminators(periods=(2, 3), mp_channels=(4, 4),
                             resolutions=(64, 128), mr_channels=4)
-  dp = disc.init(jax.random.key(2), x)
+  dp = random_params(disc.init, x, seed=2)
   outs = jax.jit(disc.apply)(dp, x)
   assert len(outs['mp']) == 2 and len(outs['mr']) == 2
   # Feature maps leave out each stack's first conv (the reference's

@@ -16,6 +16,7 @@ from iclrjax.core import loop
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import guidance_wm as gwm
 from tests.conftest import find_claim as _claim
+from tests.diffusion.conftest import random_params
 
 
 # ---------------------------------------------------------------------------
@@ -239,7 +240,7 @@ def test_complete_x0_equals_running_the_remaining_steps():
 def random_decoder():
   dec = gwm.WMDecoder(num_bits=16, channels=8)
   x = jnp.asarray(flow.digits('train'))[:512]
-  params = dec.init(jax.random.key(0), x[:1])
+  params = jax.jit(dec.init)(jax.random.key(0), x[:1])
   white = gwm.fit_whitening(dec.apply(params, x))
   return gwm.whitened_phi(dec, params, white), x
 
@@ -250,8 +251,8 @@ def test_decoding_in_chunks_gives_the_same_numbers():
   shift-attack accuracy, chunked and all at once."""
   dec = gwm.WMDecoder(num_bits=8, channels=4)
   x = jnp.asarray(flow.digits('train'))[:12]
-  dp = jax.vmap(lambda k: dec.init(k, x[:1]))(
-      jax.random.split(jax.random.key(0), 2))
+  dp = random_params(lambda k, x1: jax.vmap(lambda kk: dec.init(kk, x1))(
+      jax.random.split(k, 2)), x[:1])           # two decoders
   fit = lambda n: jax.vmap(gwm_exp.whitening_fn(dec, n),
                            in_axes=(0, None))(dp, x)
   xs = jnp.stack([x, x[::-1]])

@@ -229,7 +229,7 @@ def test_u_estimator_typical_value_is_low_in_float64_too():
   units needs u < exp(-16) ~ 1.1e-7 (a few draws in a million), so the
   typical estimate of 1024 draws of the softround-only bound (exactly
   log2 17 bits) is still far below it, while the quadrature is exact."""
-  x_int = np.random.default_rng(1).integers(0, 17, size=(64, 64))
+  x_int = np.random.default_rng(1).integers(0, 17, size=(16, 64))
   levels = images.grid(17, '[-1,1]')  # gate exp(-1/t^2): unit 1
   with jax.enable_x64(True):
     x0 = jnp.asarray(images.to_scale(x_int, '[-1,1]'))
@@ -586,8 +586,12 @@ def test_vdm_nll_is_tight_with_the_exact_denoiser_samples_and_loss():
   assert np.abs(np.asarray(z0) - np.asarray(x)).max() > 1e-4
   # The training loss: its parts add up, and gradients reach the network
   # and both endpoints of the learnable gamma.
-  np.testing.assert_allclose(total, aux['recon'] + aux['klz'] + aux['diff'],
-                             rtol=1e-6)
+  # (to float32 rounding, 1e-5 of the terms' size: XLA may recompute a term
+  # inside the sum's fusion, with its own log/exp rounding)
+  terms = np.abs(aux['recon']) + np.abs(aux['klz']) + np.abs(aux['diff'])
+  np.testing.assert_array_less(
+      np.abs(total - (aux['recon'] + aux['klz'] + aux['diff'])),
+      1e-5 * terms + 1e-30)
   assert np.all(np.isfinite(total)) and np.all(aux['diff'] >= 0)
   for leaf in jax.tree.leaves(grads):
     assert np.all(np.isfinite(leaf)) and abs(float(leaf)) > 0

@@ -53,15 +53,15 @@ def test_custom_vjp_matches_autodiff_of_the_passes():
   rng = np.random.default_rng(0)
   n, d = 40, 4
   parent, order = (jnp.asarray(v) for v in _random_forest(rng, n, 2))
-  a = jnp.asarray(rng.uniform(0.1, 0.9, n))
-  x = jnp.asarray(rng.normal(size=(n, d)))
-  g = jnp.asarray(rng.normal(size=(n, d)))
+  a, x, g = (rng.uniform(0.1, 0.9, n), rng.normal(size=(n, d)),
+             rng.normal(size=(n, d)))
 
   def plain(a, x):
     a = jnp.where(parent == jnp.arange(n), 0.0, a)
     return fgl.down_pass(parent, order, a, fgl.up_pass(parent, order, a, x))
 
-  with jax.enable_x64(True):
+  with jax.enable_x64(True):  # float64 arrays (made inside), so atol 1e-10
+    a, x, g = (jnp.asarray(v, jnp.float64) for v in (a, x, g))
     f = lambda fn: jax.grad(lambda a, x: jnp.sum(fn(a, x) * g), (0, 1))(a, x)
     got = f(lambda a, x: fgl.tree_filter(parent, order, a, x))
     want = f(plain)
