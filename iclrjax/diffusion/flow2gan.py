@@ -799,7 +799,7 @@ def make_gan_trainer(model: Generator, disc: Discriminators,
 
     s = f2g.GANSettings(clip_length=512, batch_size=2, mel_n_fft=64,
                         mel_hop=32, n_mels=8, gan_steps=3, disc_warmup=1,
-                        mel_loss_n_ffts=(32, 64), mel_loss_n_mels=(5, 10))
+                        mel_loss_n_ffts=(64,), mel_loss_n_mels=(10,))
     gen = f2g.Generator(n_ffts=(32,), hops=(16,), channels=(8,),
                         num_layers=1, cond_hop=32, cond_channels=8,
                         cond_layers=0, time_dim=8)
@@ -808,7 +808,7 @@ def make_gan_trainer(model: Generator, disc: Discriminators,
     params = jax.jit(functools.partial(         # e.g. from stage 1
         gen.init, method=f2g.Generator.init_all))(
             jax.random.key(0), mel[:1], clips[:1], jnp.zeros(1))
-    disc = f2g.Discriminators(periods=(2, 3), mp_channels=(4, 4),
+    disc = f2g.Discriminators(periods=(2,), mp_channels=(4, 4),
                               resolutions=(64,), mr_channels=4)
     init, step = f2g.make_gan_trainer(gen, disc, s, num_steps=1,
                                       from_data=True,

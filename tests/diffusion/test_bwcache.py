@@ -310,14 +310,21 @@ def _tiny_paper_config(data_dir):
   return c
 
 
-def test_paper_variant_runs_end_to_end_on_a_fake_cifar10(cifar10_dir,
-                                                         tmp_path):
+def test_paper_variant_reads_a_fake_cifar10(cifar10_dir):
   from experiments import bwcache as bwcache_exp  # pylint: disable=g-import-not-at-top
   c = _tiny_paper_config(cifar10_dir)
+  bwcache_exp.EXPERIMENT.validate(c)
   train_x, train_y, test_x = bwcache_exp.load_data(c)
   assert train_x.shape == (16, 32, 32, 3) and test_x.shape == (8, 32, 32, 3)
   assert float(train_x.min()) >= -1 and float(train_x.max()) <= 1
   assert train_y.dtype == jnp.int32 and int(train_y.max()) < 10
+
+
+@pytest.mark.slow   # a second smoke run at CIFAR-10's shapes (~15 s)
+def test_paper_variant_runs_end_to_end_on_a_fake_cifar10(cifar10_dir,
+                                                         tmp_path):
+  from experiments import bwcache as bwcache_exp  # pylint: disable=g-import-not-at-top
+  c = _tiny_paper_config(cifar10_dir)
   summary = bwcache_exp.EXPERIMENT.execute(c, tmp_path / 'run')
   m = summary['metrics']
   fd = [v['mean'] for k, v in m.items() if k.startswith('fd/')]

@@ -507,10 +507,9 @@ def test_default_posthoc_reference(default_run):
 
 
 # -- the paper variant: CIFAR-10 from a TFDS folder ---------------------------------------
-def test_paper_variant_runs_end_to_end_on_a_fake_cifar10(cifar10_dir,
-                                                         tmp_path):
-  # The paper variant's data path (32x32x3 images, a classifier fitted on
-  # them, M = 48 bits) at a few steps of tiny nets.
+def _tiny_paper_config(cifar10_dir):
+  """The paper variant's data path (32x32x3 images, a classifier fitted on
+  them, M = 48 bits) at a few steps of tiny nets."""
   from configs import guidance_wm as gwm_config  # pylint: disable=g-import-not-at-top
   c = gwm_config.get_config('paper')
   c.data_dir, c.num_seeds = str(cifar10_dir), 1
@@ -523,9 +522,21 @@ def test_paper_variant_runs_end_to_end_on_a_fake_cifar10(cifar10_dir,
   c.posthoc_strengths = (0.1, 0.2)
   c.num_calibration, c.num_guided = 16, 4
   c.steps_per_chunk, c.log_every, c.checkpoint_every = 2, 1, 0
+  return c
+
+
+def test_paper_variant_reads_a_fake_cifar10(cifar10_dir):
+  c = _tiny_paper_config(cifar10_dir)
+  gwm_exp.EXPERIMENT.validate(c)
   train_x, test_x, clf_data = gwm_exp.load_data(c)
   assert train_x.shape == (16, 32, 32, 3) and test_x.shape == (8, 32, 32, 3)
   assert clf_data[1].shape == (16,) and int(clf_data[1].max()) < 10
+
+
+@pytest.mark.slow   # a second smoke run at CIFAR-10's shapes (~35 s)
+def test_paper_variant_runs_end_to_end_on_a_fake_cifar10(cifar10_dir,
+                                                         tmp_path):
+  c = _tiny_paper_config(cifar10_dir)
   summary = gwm_exp.EXPERIMENT.execute(c, tmp_path / 'run')
   m = summary['metrics']
   acc = m['bit_acc/unguided']['mean']

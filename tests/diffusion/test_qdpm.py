@@ -684,6 +684,7 @@ def test_paper_variant_reads_a_fake_cifar10_folder(cifar10_dir):
   assert np.array_equal(train, np.round(train))  # integer levels
 
 
+@pytest.mark.slow   # a second smoke run at CIFAR-10's shapes (~18 s)
 def test_paper_variant_runs_end_to_end_on_a_fake_cifar10(cifar10_dir,
                                                          tmp_path):
   c = _tiny_paper_config(cifar10_dir, models=('qdpm',))
