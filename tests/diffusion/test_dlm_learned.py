@@ -601,6 +601,9 @@ def test_default_latin_claims_follow_their_rules(dlm_default):
     assert c['control'].endswith('(fails)'), c
 
 
+@pytest.mark.slow   # a second smoke run, on exactly-k strings (~20 s); the
+# language's strings are tested above and every variant's config validates
+# in tests/test_launchers.py
 def test_paper_variant_runs_end_to_end_at_tiny_size(tmp_path):
   # The paper variant's own path: its extra language (exactly-k ones, k from
   # the config), all four samplers and the NELBO gate, at a tiny size (the
