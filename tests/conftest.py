@@ -20,8 +20,9 @@ os.environ.setdefault('ICLRJAX_QUIET', '1')
 # fusion emitters compile about twice as fast again (a Flow2GAN GAN step:
 # 8.2 -> 4.5 s; the diffusion tests: 1436 -> 1078 s of summed durations on
 # 2 cores, though a few execution-bound float64 tests run slower). Results
-# agree to float rounding (fused multiply-adds may differ). Set XLA_FLAGS
-# to override; launchers and notebooks started by the tests inherit it.
+# agree to float rounding (a term XLA recomputes inside a fusion may round
+# differently). Set XLA_FLAGS to override; launchers and notebooks started
+# by the tests inherit it.
 os.environ.setdefault('XLA_FLAGS', '--xla_backend_optimization_level=0 '
                       '--xla_cpu_use_fusion_emitters=false')
 

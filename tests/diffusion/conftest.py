@@ -1,4 +1,5 @@
-"""Fixtures of the diffusion tests: fake LibriTTS and CIFAR-10 folders."""
+"""Fixtures of the diffusion tests: fake LibriTTS and CIFAR-10 folders,
+random parameters without a compiled init."""
 
 import functools
 import io

@@ -455,9 +455,9 @@ class _ExactRegime(dict):
   """(lang, off_support, sampler) -> validity per key, computed on first use
   (one compiled program per (lang, off_support))."""
 
-  def __init__(self, cfg, samplers, keys):
+  def __init__(self, samplers, keys):
     super().__init__()
-    self.cfg, self._smp, self._keys, self._draws = cfg, samplers, keys, {}
+    self._smp, self._keys, self._draws = samplers, keys, {}
 
   def __missing__(self, k):
     lang, off, name = k
@@ -485,7 +485,7 @@ def exact_regime():
   from configs import dlm as dlm_config  # pylint: disable=g-import-not-at-top
   from experiments import dlm as dlm_exp  # pylint: disable=g-import-not-at-top
   cfg = dlm_config.get_config()
-  return cfg, _ExactRegime(cfg, dlm_exp.samplers_of(cfg, cfg.headline_steps),
+  return cfg, _ExactRegime(dlm_exp.samplers_of(cfg, cfg.headline_steps),
                            jax.random.split(jax.random.key(0), 4))
 
 
