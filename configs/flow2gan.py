@@ -18,7 +18,8 @@ gaps, multi-resolution STFT loss.
 
 Variants:
   smoke    (CI) the endpoint model only, tiny two-branch nets without
-           ConvNeXt blocks, a few steps, 1 seed.
+           ConvNeXt blocks, a few steps, the GAN stage without its mel-only
+           control, 1 seed.
   default  (CPU, 14.5 min idle on 2 cores) branches (128,64)/(64,32)/
            (32,16), channels 48/32/24, 2 ConvNeXt layers, batch 8, 600 FM +
            100 GAN and 100 mel-only steps; 3 seeds.
@@ -79,6 +80,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Stage-1 variants (see experiments/flow2gan.py FM_VARIANTS) and GAN step counts.
   c.fm_variants = ('endpoint', 'velocity', 'endpoint_mse', 'single')
   c.gan_num_steps = (1,)
+  c.gan_stages = ('gan', 'melonly')   # the GAN and its mel-only control
   c.eval_steps = (1, 2, 4)
   c.headline_steps = 2          # claims (i), (ii), (iv)
   c.teacher_steps = 4           # claim (iii)
@@ -156,6 +158,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.eval_steps = (1,)
     c.headline_steps = 1
     c.teacher_steps = 1
+    c.gan_stages = ('gan',)      # the mel-only run is the same program with
+                                 # the discriminators off (unit-tested)
     c.n_ffts = (128, 64)         # two branches: the smallest multi-branch
     c.hops = (64, 32)            # generator (each branch adds ~20% compile)
     c.channels = (8, 8)

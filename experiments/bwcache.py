@@ -95,6 +95,7 @@ def config_schema() -> dict[str, Any]:
           'to the converged solution before any claim compares at T'),
       'timing_repeats': cfg_lib.Int(min=1),
       'num_samples': cfg_lib.Int(min=2),
+      'classifier_steps': cfg_lib.Int(min=1, help='digits FD classifier'),
       'patch': cfg_lib.Int(min=1),
       'width': cfg_lib.Int(min=1),
       'depth': cfg_lib.Int(min=1),
@@ -152,7 +153,7 @@ def featurizer(c) -> tuple[Any, Any, dict[str, np.ndarray]]:
   None, extra metrics): a digits classifier trained here, or for CIFAR-10
   the fixed random-conv features (no classifier, no class agreement)."""
   if c.dataset == 'digits':
-    clf = features.train_classifier(seed=c.seed)
+    clf = features.train_classifier(seed=c.seed, steps=c.classifier_steps)
     return clf, clf, {'classifier_test_accuracy': np.array(
         [clf.test_accuracy])}
   return features.random_conv_features(0), None, {}

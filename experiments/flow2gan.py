@@ -75,6 +75,9 @@ def config_schema() -> dict[str, Any]:
       'clips_per_file': cfg_lib.Int(min=1),
       'fm_variants': cfg_lib.Seq(item=cfg_lib.Choice(*FM_VARIANTS), min_len=1),
       'gan_num_steps': cfg_lib.Seq(item=cfg_lib.Int(min=1), min_len=0),
+      'gan_stages': cfg_lib.Seq(
+          item=cfg_lib.Choice(*GAN_STAGES), min_len=1,
+          help="('gan', 'melonly'): claim (iii) needs both"),
       'eval_steps': ints(), 'headline_steps': cfg_lib.Int(min=1),
       'teacher_steps': cfg_lib.Int(min=1),
       'sample_rate': cfg_lib.Int(min=1000), 'clip_length': cfg_lib.Int(min=64),
@@ -236,7 +239,7 @@ def run(r):
       teacher = out.state.ema
   disc = make_discriminators(c)
   for n in c.gan_num_steps:
-    for stage in GAN_STAGES:   # same seeds: same batches and noise per step
+    for stage in c.gan_stages:   # same seeds: same batches and noise per step
       name = f'{stage}{n}'
       init, step = make_gan_trainer(models[TEACHER], disc, c, n,
                                     from_data=from_data,
@@ -264,9 +267,10 @@ def _plots(r, c, metrics, samples, data) -> None:
     if _tag(v, h) in samples:
       panels.append((f'{v}, {h} Euler steps', samples[_tag(v, h)][0]))
   for n in c.gan_num_steps:
-    panels.append((f'GAN-tuned, {n} step', samples[_tag(f'gan{n}', n)][0]))
-    panels.append((f'mel-only-tuned, {n} step',
-                   samples[_tag(f'melonly{n}', n)][0]))
+    for stage, label in (('gan', 'GAN-tuned'), ('melonly', 'mel-only-tuned')):
+      if stage in c.gan_stages:
+        panels.append((f'{label}, {n} step',
+                       samples[_tag(f'{stage}{n}', n)][0]))
   fig, axes = plt.subplots(len(panels), 2, figsize=(11, 1.9 * len(panels)),
                            squeeze=False)
   t = np.arange(len(target)) / c.sample_rate
@@ -303,7 +307,7 @@ def _plots(r, c, metrics, samples, data) -> None:
                  title='stage 1: flow-matching loss (mean, 95% band)')
   if c.gan_num_steps:
     plots.plot_run(r, [f'{stage}{n}/mel' for n in c.gan_num_steps
-                       for stage in GAN_STAGES], 'gan_mel_loss',
+                       for stage in c.gan_stages], 'gan_mel_loss',
                    title='stage 2: multi-scale log-mel L1 (GAN and mel-only)')
 
 
@@ -469,7 +473,7 @@ def programs(c, sharded: bool = False) -> list[loop.Program]:
            'melonly': ('the mel-only control: the discriminators are in the '
                        'state but not run')}
   for n in c.gan_num_steps:
-    for stage in GAN_STAGES:
+    for stage in c.gan_stages:
       init, step = make_gan_trainer(models[TEACHER], disc, c, n,
                                     from_data=from_data,
                                     weights=stage_weights(c, stage))

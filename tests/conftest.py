@@ -47,6 +47,22 @@ jax.config.update('jax_compilation_cache_dir',
 jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.5)
 jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)
 
+# Execution-bound test programs (Monte Carlo over many draws, samplers run
+# on thousands of samples) opt back into XLA's optimizing CPU backend per
+# compile: QDPM's u-MC floor program runs 10.1 s as the flags above compile
+# it and 2.0 s at level 2 (compile 1.1 -> 1.6 s), with the same numbers.
+OPTIMIZED = {'xla_backend_optimization_level': 2,
+             'xla_cpu_use_fusion_emitters': True}
+
+
+def jit_optimized(fn=None, **kwargs):
+  """`jax.jit` compiled with `OPTIMIZED`: for a test program that runs
+  longer than it compiles (usable as a decorator)."""
+  if fn is None:
+    return lambda f: jit_optimized(f, **kwargs)
+  return jax.jit(fn, compiler_options=OPTIMIZED, **kwargs)
+
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
