@@ -80,13 +80,15 @@ def abstract_states(init_fn: InitFn, keys: jax.Array,
 
 def chunk_fn(step_fn: StepFn, chunk_size: int,
              mesh: jax.sharding.Mesh | None = None, *,
-             donate: bool = True, unroll: int | bool = 1
+             donate: bool = True, unroll: int | bool = 1,
+             compiler_options: dict[str, Any] | None = None
              ) -> Callable[..., Any]:
   """f(states, start[, data]) -> (states, metrics [num_seeds, chunk_size]):
   `chunk_size` steps of `step_fn` from step `start` for every seed.
 
   `unroll` is `lax.scan`'s (XLA:CPU runs convolutions inside a while loop
-  ~20x slower than unrolled ones).
+  ~20x slower than unrolled ones). `compiler_options`: XLA options of this
+  compile (`jax.jit`'s), e.g. {'xla_backend_optimization_level': 2}.
   """
 
   def one_seed(state, start, data):
@@ -101,6 +103,8 @@ def chunk_fn(step_fn: StepFn, chunk_size: int,
                     spmd_axis_name=spmd)(states, start, data)
 
   kwargs = {'donate_argnums': (0,)} if donate else {}
+  if compiler_options:
+    kwargs['compiler_options'] = compiler_options
   if mesh is None:
     return jax.jit(chunk, **kwargs)
   sharding = distributed.seed_sharding(mesh)
@@ -131,7 +135,9 @@ def chunks(step_fn: StepFn, state: PyTree, *, start_step: int,
            num_steps: int, chunk_size: int,
            mesh: jax.sharding.Mesh | None = None,
            data: PyTree | None = None,
-           unroll: int | bool = 1) -> Iterator[Chunk]:
+           unroll: int | bool = 1,
+           compiler_options: dict[str, Any] | None = None
+           ) -> Iterator[Chunk]:
   """Runs steps [start_step, num_steps) chunk by chunk, yielding each (a
   shorter last chunk compiles once more)."""
   compiled: dict[int, Callable[..., Any]] = {}
@@ -141,7 +147,8 @@ def chunks(step_fn: StepFn, state: PyTree, *, start_step: int,
   while step < num_steps:
     size = min(chunk_size, num_steps - step)
     if size not in compiled:
-      compiled[size] = chunk_fn(step_fn, size, mesh, unroll=unroll)
+      compiled[size] = chunk_fn(step_fn, size, mesh, unroll=unroll,
+                                compiler_options=compiler_options)
     state, metrics = compiled[size](state, jnp.int32(step), data)
     metrics = distributed.to_host(metrics)
     yield Chunk(step, step + size, state,
@@ -170,7 +177,8 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
           checkpoint_every: int = 1, log_every: int | None = None,
           progress: bool | None = None, desc: str = 'train',
           postfix_keys: tuple[str, ...] = (),
-          unroll: int | bool = 1) -> TrainResult:
+          unroll: int | bool = 1,
+          compiler_options: dict[str, Any] | None = None) -> TrainResult:
   """Runs (or resumes) a whole training run; the canonical driver.
 
   Args:
@@ -184,6 +192,7 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
     checkpointer: restores the latest checkpoint (truncating the writer's
       rows to it), saves at the end and every `checkpoint_every` chunks.
     postfix_keys: metrics shown (seed mean) beside the progress bar.
+    unroll, compiler_options: the training chunk's (`chunk_fn`).
   """
   keys = seed_keys(seed, num_seeds, first_seed, seed_ids)
   start, resumed_from = 0, None
@@ -205,7 +214,7 @@ def train(init_fn: InitFn, step_fn: StepFn, *, seed: int, num_seeds: int,
   try:
     for chunk in chunks(step_fn, state, start_step=start, num_steps=num_steps,
                         chunk_size=chunk_size, mesh=mesh, data=data,
-                        unroll=unroll):
+                        unroll=unroll, compiler_options=compiler_options):
       state = chunk.state
       n_chunks += 1
       metrics = chunk.metrics

@@ -69,6 +69,25 @@ def test_chunking_does_not_change_results(fns):
   assert l_a.shape == (2, 100)
 
 
+def test_compiler_options_reach_the_chunk_and_keep_the_results(fns):
+  _, init_fn, step_fn = fns
+  opts = {'xla_backend_optimization_level': 2}
+  f = loop.chunk_fn(step_fn, 5, compiler_options=opts)
+  states = loop.init_states(init_fn, loop.seed_keys(0, 2))
+  text = f.lower(states, jnp.int32(0)).compile().as_text()
+  assert text  # compiles with the options
+  with pytest.raises(Exception, match='no_such_xla_option'):
+    loop.chunk_fn(step_fn, 5, compiler_options={'no_such_xla_option': 1}
+                  ).lower(states, jnp.int32(0)).compile()
+  a = jax.device_get(loop.train(init_fn, step_fn, seed=0, num_seeds=2,
+                                num_steps=40, chunk_size=40,
+                                progress=False).state)
+  b = jax.device_get(loop.train(init_fn, step_fn, seed=0, num_seeds=2,
+                                num_steps=40, chunk_size=40, progress=False,
+                                compiler_options=opts).state)
+  np.testing.assert_allclose(a.w, b.w, rtol=1e-5, atol=1e-6)
+
+
 def test_chunk_metrics_shape_and_step_index():
   def init(key):
     return {'t_sum': jnp.zeros((), jnp.int32), 'key': key}

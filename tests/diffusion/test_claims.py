@@ -15,6 +15,7 @@ from iclrjax.diffusion import bwcache
 from iclrjax.diffusion import dit
 from iclrjax.diffusion import flow
 from iclrjax.diffusion import images
+from tests.conftest import OPTIMIZED
 
 
 def _train_qdpm_vdm(steps: int):
@@ -63,7 +64,8 @@ def small_flow_dit():
   train_x = flow.digits('train')
   init, step = flow.make_trainer(model, train_x, c)
   res = loop.train(init, step, seed=0, num_seeds=1, num_steps=200,
-                   chunk_size=200, progress=False, data=train_x)
+                   chunk_size=200, progress=False, data=train_x,
+                   compiler_options=OPTIMIZED)
   return model, jax.tree.map(lambda a: a[0], res.state.ema)
 
 
