@@ -160,16 +160,21 @@ def num_unmasked(states: np.ndarray) -> np.ndarray:
 
 
 # -- one round ------------------------------------------------------------------------
+def _is_current(states: np.ndarray, vocab: int) -> np.ndarray:
+  """[S, L, V + 1] bool: the symbol each position holds (MASK is index V)."""
+  sym = np.asarray(states).astype(np.int64) % (vocab + 1)
+  return sym[..., None] == np.arange(vocab + 1)
+
+
 def identity_trans(states: np.ndarray, vocab: int) -> np.ndarray:
   """trans [S, L, V + 1] that keeps every symbol (nothing chosen)."""
-  sym = np.asarray(states)[..., None].astype(np.int64) % (vocab + 1)
-  return (sym == np.arange(vocab + 1)).astype(np.float64)
+  return _is_current(states, vocab).astype(np.float64)
 
 
 def changes(states: np.ndarray, trans: np.ndarray) -> np.ndarray:
   """[S] whether a state's transition moves any position (not finished)."""
-  ident = identity_trans(states, trans.shape[-1] - 1)
-  return np.any(np.abs(trans - ident) > 0, axis=(1, 2))
+  return np.any(trans != _is_current(states, trans.shape[-1] - 1),
+                axis=(1, 2))
 
 
 def check_trans(states: np.ndarray, trans: np.ndarray, mode: str) -> None:
@@ -185,8 +190,7 @@ def check_trans(states: np.ndarray, trans: np.ndarray, mode: str) -> None:
   if mode == 'revise':
     return
   token = states != MASK                                   # [S, L]
-  ident = identity_trans(states, vocab) > 0                # current symbol
-  allowed = ident.copy()
+  allowed = _is_current(states, vocab)                     # current symbol
   if mode == 'remask':
     allowed[..., MASK] = True
   moved = np.any((trans > 0) & ~allowed, axis=-1) & token  # [S, L]
