@@ -13,7 +13,7 @@ import pathlib
 from typing import Any
 
 import numpy as np
-import scipy.stats
+import scipy.special
 
 from iclrjax.core import launch
 from iclrjax.core import logging as log_lib
@@ -79,7 +79,7 @@ def plot_series(series: Sequence[tuple[str, np.ndarray, np.ndarray]],
       continue
     vals = np.asarray(vals, np.float64)
     mean, n = np.nanmean(vals, axis=1), vals.shape[1]
-    half = scipy.stats.t.ppf(0.975, n - 1) * (
+    half = scipy.special.stdtrit(n - 1, 0.975) * (
         np.nanstd(vals, axis=1, ddof=1) / math.sqrt(n)) if n > 1 else (
             np.zeros_like(mean))
     lo, hi = mean - half, mean + half

@@ -18,7 +18,7 @@ from typing import Any
 
 from absl import logging
 import numpy as np
-import scipy.stats
+import scipy.special
 
 METRICS_FILE = 'metrics.jsonl'
 
@@ -31,7 +31,7 @@ def mean_ci95(values: Sequence[float] | np.ndarray) -> tuple[float, float]:
   if x.size < 2:
     return mean, 0.0
   sem = float(np.std(x, ddof=1) / math.sqrt(x.size))
-  return mean, float(scipy.stats.t.ppf(0.975, x.size - 1) * sem)
+  return mean, float(scipy.special.stdtrit(x.size - 1, 0.975) * sem)
 
 
 def summarize(values: Sequence[float] | np.ndarray) -> dict[str, Any]:
