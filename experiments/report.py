@@ -28,7 +28,6 @@ from collections.abc import Iterable, Sequence
 import json
 import math
 import pathlib
-import re
 from typing import Any
 
 from absl import app
@@ -106,16 +105,9 @@ def _mesh(s: dict[str, Any]) -> str:
 
 
 def _commit(s: dict[str, Any]) -> str:
-  """The run's commit, a full SHA shortened to 10 characters (a suffix such
-  as '-dirty' kept)."""
-  commit = s.get('commit')
-  if not commit:
-    return _MISSING
-  short = lambda c: (lambda m: m.group(1)[:10] + m.group(2) if m else str(c))(
-      re.fullmatch(r'([0-9a-f]{40})(.*)', str(c)))
-  judged = s.get('claims_commit')
-  return short(commit) + (f' (claims judged at {short(judged)})'
-                          if judged else '')
+  """The run's commit as every generated page writes it (`site.short_commit`)."""
+  from experiments import site  # pylint: disable=g-import-not-at-top
+  return site.short_commit(s)
 
 
 def _number(x: Any, spec: str) -> str:

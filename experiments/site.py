@@ -129,12 +129,20 @@ def command(s: dict[str, Any]) -> str:
   return re.sub(r"\s*'?--workdir=\S+", '', str(s.get('command', '')))
 
 
+def _short_sha(commit: Any) -> str:
+  """A full SHA shortened to 10 characters, a suffix such as '-dirty' kept."""
+  m = re.fullmatch(r'([0-9a-f]{40})(.*)', str(commit))
+  return m.group(1)[:10] + m.group(2) if m else str(commit)
+
+
 def short_commit(s: dict[str, Any]) -> str:
-  """The run's commit (10 characters), and the claim rule's where the
-  claims were re-judged later (`rejudge`)."""
+  """The run's commit (10 characters, '-dirty' kept), and the claim rule's
+  where the claims were re-judged later (`rejudge`); '-' if none."""
+  if not s.get('commit'):
+    return '-'
   judged = s.get('claims_commit')
-  return str(s.get('commit', '-'))[:10] + (
-      f' (claims: {str(judged)[:10]})' if judged else '')
+  return _short_sha(s['commit']) + (
+      f' (claims: {_short_sha(judged)})' if judged else '')
 
 
 def results_table(results: dict[str, dict[str, Run]], *,
