@@ -818,7 +818,8 @@ def make_gan_trainer(model: Generator, disc: Discriminators,
       state, m = step(state, t, clips)
       print(t, float(m['d_loss']), float(m['g_loss']), float(m['mel']))
     x0 = s.noise_scale * jax.random.normal(jax.random.key(2), clips.shape)
-    audio = f2g.generate(gen, state.ema, mel, x0, 1, pred_x1=True)
+    audio = jax.jit(lambda p: f2g.generate(gen, p, mel, x0, 1,
+                                           pred_x1=True))(state.ema)
     print(audio.shape)                          # (4, 512)
     ```
   """
