@@ -9,7 +9,7 @@ test NLL bounds are estimated by stratified quadrature in log t (QDPM, plain
 VE) or in t (VDM), and for QDPM also by the paper's u ~ U(0,1) Monte Carlo.
 
 Variants:
-  smoke    (CI, ~20 s) QDPM and VDM on the known-entropy set (the set every
+  smoke    (CI, under a minute) QDPM and VDM on the known-entropy set (the set every
            claim reads), tiny MLP, a few steps, few strata.
   default  (CPU) digits (17 levels) and the known-entropy set, width 256,
            8000 steps, 2 seeds, [-1, 1] data (spacing 1/8): QDPM with our

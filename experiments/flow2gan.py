@@ -11,7 +11,8 @@ Stage 1 trains the flow-matching variants of `FM_VARIANTS` (seeds vmapped),
 stage 2 GAN-fine-tunes the endpoint teacher unrolled to n Euler steps
 (`gan<n>`) and, as the control of claim (iii), fine-tunes it the same way
 on the mel L1 alone (`melonly<n>`: adversarial and feature-matching weights
-0, same seeds, batches and noise); every model is scored on fixed test
+0, same seeds, batches and noise; `gan_stages` picks which of the two
+run); every model is scored on fixed test
 clips (LSD overall and on quiet bins, RMS in the silent gaps, MR-STFT);
 claims (i)-(iv), each with a control. With dataset='libritts' (the paper variant) the training clips are
 segments of the WAV files in `data_dir`, passed to the compiled loop as
@@ -135,6 +136,8 @@ def check_config(c) -> None:
   for f in ('headline_steps', 'teacher_steps'):
     cfg_lib.check(c[f] in c.eval_steps, f, c[f],
                   f'must be one of eval_steps={c.eval_steps}')
+  cfg_lib.check(len(set(c.gan_stages)) == len(c.gan_stages), 'gan_stages',
+                c.gan_stages, 'must not name a stage twice')
   cfg_lib.check(TEACHER in c.fm_variants or not c.gan_num_steps,
                 'gan_num_steps', c.gan_num_steps,
                 f'GAN fine-tuning needs the {TEACHER!r} teacher in fm_variants')
@@ -308,7 +311,8 @@ def _plots(r, c, metrics, samples, data) -> None:
   if c.gan_num_steps:
     plots.plot_run(r, [f'{stage}{n}/mel' for n in c.gan_num_steps
                        for stage in c.gan_stages], 'gan_mel_loss',
-                   title='stage 2: multi-scale log-mel L1 (GAN and mel-only)')
+                   title='stage 2: multi-scale log-mel L1 ('
+                   + ' and '.join(c.gan_stages) + ')')
 
 
 def _seed_spread(x) -> float:
@@ -441,7 +445,7 @@ LIBRITTS_TRAIN_FILES = 33_236 + 116_500 + 205_044
 
 
 def programs(c, sharded: bool = False) -> list[loop.Program]:
-  """The FM chunk per variant, the GAN and mel-only chunks per step count,
+  """The FM chunk per variant, the `gan_stages` chunks per step count,
   and one evaluator per (branches, steps, parametrisation), as `run`
   compiles them (`benchmarks/paper_variants.py`)."""
   from_data = c.dataset != 'synthetic'

@@ -22,7 +22,8 @@ os.environ.setdefault('ICLRJAX_QUIET', '1')
 # 2 cores, though a few execution-bound float64 tests run slower). Results
 # agree to float rounding (a term XLA recomputes inside a fusion may round
 # differently). Set XLA_FLAGS to override; launchers and notebooks started
-# by the tests inherit it.
+# by the tests inherit it. Programs compiled through `OPTIMIZED` (below)
+# override these two flags per compile.
 os.environ.setdefault('XLA_FLAGS', '--xla_backend_optimization_level=0 '
                       '--xla_cpu_use_fusion_emitters=false')
 

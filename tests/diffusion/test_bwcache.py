@@ -411,3 +411,21 @@ def test_claim_rules_and_their_measured_controls():
       [40.0, cfg.min_uncached_psnr - 0.1, 40.0])
   assert not claim(head).holds and 'NOT COMPARED' in claim(head).evidence
   assert not claim(pair).holds and claim(pair).control.endswith('(fails)')
+  # (iii): fewer windows than the schedule's maximum at (T, R), counted from
+  # the schedule rule (4 at T = 50, R = 5), and closer than the schedule-only
+  # placement on every seed.
+  m[f'uncached_psnr_ref/{bw_exp._tag(case, T)}'] = np.full(3, 40.0)  # pylint: disable=protected-access
+  opened = []
+  bwcache.expected_computed_steps(T, R, lambda k: opened.append(k) or True)
+  assert bw_exp.schedule_max_windows(T, R) == len(opened) == 4
+  binds = f'[{case}, T = {T}] delta binds'
+  bkey = bw_exp._key(case, T, cfg.binding_delta, R)  # pylint: disable=protected-access
+  m[f'psnr_ref/{bkey}'] = np.full(3, 31.0)
+  m[f'sched_psnr_ref/{bkey}'] = np.array([30.0, 30.5, 29.5])
+  m[f'triggers/{bkey}'] = np.full(3, 2.0)
+  assert claim(binds).holds and 'schedule maximum 4)' in claim(binds).evidence
+  m[f'triggers/{bkey}'] = np.full(3, 4.0)       # as many as the schedule
+  assert not claim(binds).holds
+  m[f'triggers/{bkey}'] = np.full(3, 2.0)
+  m[f'sched_psnr_ref/{bkey}'] = np.array([30.0, 31.5, 29.5])  # one seed
+  assert not claim(binds).holds

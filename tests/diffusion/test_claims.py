@@ -77,8 +77,8 @@ def test_bwcache_claims_in_small(small_flow_dit):
   = 50) save >= 1.5x block evaluations (1.67x); the maximal-reuse schedule
   (delta inf, R = T; 1.92x) loses far more than BWCache (26 vs 41 dB); and
   fewer uniform steps at BWCache's budget beat it (49 dB), as in the
-  default run (flow, T = 50: 39.9 vs 33.8 dB). At 300 training steps:
-  51 dB, 1.61x, 24 vs 38 dB, 46 dB."""
+  default run (flow, T = 50: 39.9 vs 33.8 dB). At 300 training steps (64
+  noises): 51 dB, 1.61x, 24 vs 38 dB, 46 dB."""
   model, params = small_flow_dit
   noise = jax.random.normal(jax.random.key(1), (32, 8, 8, 1))
   ref = bwcache.converged_reference(model, params, noise, 200)
@@ -164,7 +164,7 @@ def _xf(reason):
 
 
 # Measured: default config at 0ce0747 (3 seeds; results/bwcache; claims
-# re-judged at 89785b8 with the measured schedule-only controls): 0 of 12
+# re-judged at 0416c83 with the measured schedule-only controls): 0 of 12
 # hold, every control fails. Decisive failures (every seed the same sign, pinned as strict
 # xfails); marginal ones (vp_v T = 20, the cfg and vp_v "delta binds" rows)
 # are not pinned: only their controls are checked.

@@ -492,17 +492,18 @@ def exact_regime():
 
 def test_remdm_beats_mdlm_on_latin_squares_with_the_exact_denoiser(
     exact_regime):
-  # The margin's calibration: with the exact denoiser ReMDM-loop gains about
-  # twice the margin on every key (measured with the release's nucleus rule
-  # on 6 keys: MDLM 0.887 0.850 0.893 0.881 0.891 0.883, ReMDM-loop 0.965
-  # 0.982 0.982 0.984 0.980 0.980, gains 0.078 to 0.132; the default run:
-  # 0.884 -> 0.982); the loop schedule without remasking loses (0.73 to
-  # 0.78) and the release's eta 0.02 gains nothing at L = 16 (0.85 to
-  # 0.88).
+  # The margin's calibration: the margin is half what ReMDM-loop gains with
+  # the exact denoiser (measured with the release's nucleus rule on these 6
+  # keys: MDLM 0.887 0.850 0.893 0.881 0.891 0.883, ReMDM-loop 0.965 0.982
+  # 0.982 0.984 0.980 0.980; gains 0.078 to 0.132, mean 0.098, SD 0.018, so
+  # 1.56x to 2.6x the margin per key); the default run: 0.884 -> 0.982. The
+  # loop schedule without remasking loses (0.73 to 0.78) and the release's
+  # eta 0.02 gains nothing at L = 16 (0.85 to 0.88).
   cfg, v = exact_regime
   a, b, z, rel = (v['latin', 'nearest', k] for k in
                   ('mdlm', 'remdm', 'remdm_eta0', 'remdm_release'))
-  assert np.all(b - a >= 1.5 * cfg.margin), v
+  assert np.mean(b - a) >= 1.5 * cfg.margin, v   # about twice, on average
+  assert np.all(b - a >= cfg.margin), v          # and the margin on each key
   assert np.all(z < a + cfg.margin), v          # the control fails
   assert np.all(rel < a + cfg.margin), v
 
