@@ -19,8 +19,10 @@ Trains an AdaLN-zero DiT per case (seeds vmapped):
 
 then sweeps BWCache's threshold delta and reuse count R at T sampling steps
 against (a) the uncached T-step sampler, (b) fewer uniform steps at the same
-block budget and (c) the schedule-only ablation (as many reuse windows as
-BWCache opened, placed by the schedule alone). Quality is scored against
+block budget, (c) the schedule-only ablation (as many reuse windows as
+BWCache opened, placed by the schedule alone) and (d) at `binding_delta`
+the random-placement control (as many windows at random steps the schedule
+allows). Quality is scored against
 what no sampler keeps by construction: the converged ODE solution from the
 same noise (Heun with `reference_steps` steps for the velocity models,
 `ddim_reference_steps` DDIM steps for VP, a first-order solver that needs
@@ -38,6 +40,7 @@ converged (the claim is then recorded as not holding, saying why).
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 from absl import logging
@@ -58,7 +61,8 @@ from iclrjax.diffusion import images
 from iclrjax.diffusion.bwcache import (converged_reference, delta_sweep,
                                        equal_compute_steps,
                                        expected_computed_steps, make_sampler,
-                                       reference_error, timed)
+                                       random_placement, reference_error,
+                                       timed)
 
 # case -> (training objective, sampler, class-conditional).
 CASES = {'flow': ('flow', 'euler', False), 'cfg': ('flow', 'euler', True),
@@ -95,6 +99,9 @@ def config_schema() -> dict[str, Any]:
           min=0.0, help='dB: the uncached T-step sampler must be this close '
           'to the converged solution before any claim compares at T'),
       'timing_repeats': cfg_lib.Int(min=1),
+      'random_placements': cfg_lib.Int(
+          min=1, help='random placements per seed at binding_delta: the '
+          'control of claim (iii)'),
       'num_samples': cfg_lib.Int(min=2),
       'classifier_steps': cfg_lib.Int(min=1, help='digits FD classifier'),
       'patch': cfg_lib.Int(min=1),
@@ -273,12 +280,17 @@ def run(r):
                                score, ref)
           for k, v in t.items():
             per_case.setdefault(f'{k}/{_tag(case, T)}', []).append(v)
+          for k, v in _random_control(model, ema, noise, cfg, sampler,
+                                      cond, score, ref, sw, case, s).items():
+            per_case.setdefault(k, []).append(v)
           if s == 0:
             samples[case] = _headline_samples(model, ema, noise, cfg,
                                               sampler, cond, ref)
     for k in per_case:
       if k.startswith('ref_'):
         metrics[f'{k}/{case}'] = np.asarray(per_case[k], float)
+      elif k.startswith('rand_'):
+        metrics[k] = np.asarray(per_case[k], float)
     for T in cfg.num_steps:
       tag = _tag(case, T)
       for k in per_case:
@@ -333,6 +345,33 @@ def _headline_extras(model, params, noise, cfg, sampler, cond, score, ref):
          'maxreuse_psnr_ref': images.psnr(mx.samples, ref)}
   out.update({f'maxreuse_{k}': v for k, v in score(mx.samples).items()})
   return out
+
+
+def _random_control(model, params, noise, cfg, sampler, cond, score, ref,
+                    sweep, case, seed) -> dict[str, float]:
+  """Claim (iii)'s control at (headline_steps, binding_delta, R): as many
+  reuse windows as BWCache opened there on this seed, at random steps the
+  schedule allows (`bwcache.random_placement`, uniform over the rule's
+  placements), scored like BWCache and averaged over `random_placements`
+  draws: the indicator's placement without the indicator."""
+  T = cfg.headline_steps
+  R = reuse_steps(cfg.headline_reuse_fraction, T)
+  (row,) = [w for w in sweep['rows'] if w['delta'] == cfg.binding_delta
+            and w['reuse_steps'] == R]
+  rng = np.random.default_rng(
+      [cfg.seed, seed, list(CASES).index(case), 7])
+  f = make_sampler(model, T, sampler=sampler)
+  vals: dict[str, list[float]] = {}
+  for _ in range(cfg.random_placements):
+    mask = random_placement(rng, T, R, row['triggers'])
+    res = f(params, noise, math.inf, R, cond['labels'], cond['guidance'],
+            row['triggers'], mask)
+    vals.setdefault('psnr_ref', []).append(images.psnr(res.samples, ref))
+    vals.setdefault('block_evals', []).append(int(res.block_evals))
+    for k, v in score(res.samples).items():
+      vals.setdefault(k, []).append(float(v))
+  key = _key(case, T, cfg.binding_delta, R)
+  return {f'rand_{k}/{key}': float(np.mean(v)) for k, v in vals.items()}
 
 
 def _headline_samples(model, params, noise, cfg, sampler, cond, ref):
@@ -514,7 +553,9 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
     trig = get(f'triggers/{key}')
     trig_max = schedule_max_windows(T, Rb)
     diff = m[f'psnr_ref/{key}'] - m[f'sched_psnr_ref/{key}']
+    rdiff = m[f'rand_psnr_ref/{key}'] - m[f'sched_psnr_ref/{key}']
     mu, ci = log_lib.mean_ci95(diff)
+    binds = bool(ok and 0 < trig < trig_max)
     claims.append(launch.Claim(
         claim=(f'[{case}, T = {T}] delta binds and the indicator places '
                f'reuse better than the schedule alone: at delta {db:g} (R '
@@ -522,7 +563,7 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
                'maximum and is closer to the converged solution than the '
                'same number of windows placed at the first steps the '
                'schedule allows, on every seed.'),
-        holds=bool(ok and 0 < trig < trig_max and np.all(diff > 0)),
+        holds=bool(binds and np.all(diff > 0)),
         evidence=(f'{why}{trig:.1f} windows (schedule maximum '
                   f'{trig_max}), {get(f"block_evals/{key}"):.0f} block '
                   f'evals, {get(f"psnr_ref/{key}"):.1f} dB, FD '
@@ -530,10 +571,18 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[Any]:
                   f'{get(f"sched_block_evals/{key}"):.0f} evals '
                   f'{get(f"sched_psnr_ref/{key}"):.1f} dB, FD '
                   f'{get(f"sched_fd/{key}"):.3f}; difference {mu:+.2f} +- '
-                  f'{ci:.2f} dB (per seed {np.round(diff, 2).tolist()})'),
+                  f'{ci:.2f} dB (per seed {np.round(diff, 2).tolist()}); '
+                  f'BWCache minus random placement '
+                  f'{get(f"psnr_ref/{key}") - get(f"rand_psnr_ref/{key}"):+.2f}'
+                  ' dB'),
         control=launch.control_text(
-            'the schedule-only placement',
-            f'{get(f"sched_psnr_ref/{key}"):.1f} dB', False)))
+            f'random placement in the indicator\'s place (as many windows '
+            f'at random steps the schedule allows, mean of '
+            f'{cfg.random_placements} draws per seed; judged by the same '
+            'rule)',
+            f'{get(f"rand_psnr_ref/{key}"):.1f} dB (per seed minus '
+            f'schedule-only {np.round(rdiff, 2).tolist()})',
+            bool(binds and np.all(rdiff > 0)))))
   return claims
 
 
@@ -617,10 +666,13 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
                                                              g)),
               base + (scalar(jnp.float32), scalar(jnp.int32)),
               calls=S * (3 * n_r * len(cfg.deltas)
-                         + (2 + cfg.timing_repeats if head else 0)),
+                         + (2 + cfg.timing_repeats + cfg.random_placements
+                            if head else 0)),
               note=('the lax.cond of a skipped step counts as computed; '
-                    'the schedule-only control (max_triggers given) is a '
-                    'second compile of the same cost, counted here'))]
+                    'the schedule-only control (max_triggers given) and, '
+                    'at the headline T, the random-placement control '
+                    '(open_at given) are further compiles of the same '
+                    'cost, counted here'))]
   return progs
 
 

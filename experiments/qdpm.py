@@ -242,9 +242,11 @@ def _sample(kind, net, params, key, levels, c, dim, order=1):
 
 
 def _bpd(est: lik.Estimate, dim: int) -> tuple[float, float]:
-  """Mean over examples (bits/dim) and its standard error."""
+  """Mean over examples (bits/dim) and its standard error, sd / sqrt(n)
+  (0 for one example)."""
   v = np.asarray(est.value, np.float64) / (dim * np.log(2.0))
-  return float(v.mean()), float(v.std(ddof=1) / np.sqrt(max(1, v.size - 1)))
+  se = v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else 0.0
+  return float(v.mean()), float(se)
 
 
 def run(r: launch.Run) -> launch.Result:

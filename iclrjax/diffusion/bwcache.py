@@ -127,8 +127,8 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
                        *, sampler: str | Update = 'euler',
                        indicator_blocks: Sequence[int] | None = None,
                        cache: bool = True,
-                       max_triggers: jax.Array | int | None = None
-                       ) -> CacheResult:
+                       max_triggers: jax.Array | int | None = None,
+                       open_at: jax.Array | None = None) -> CacheResult:
   """BWCache sampling with an arbitrary network given as pieces.
 
   Args:
@@ -148,6 +148,10 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
       delta = inf it gives the schedule-only ablation: the same number of
       windows as a BWCache run, placed by the schedule alone (at the first
       steps it allows) instead of by the indicator.
+    open_at: bool [T], the steps at which a reuse window may open (None:
+      every step). With delta = inf, max_triggers and a mask from
+      `random_placement` it gives the random-placement control: the same
+      number of windows at random steps the schedule allows.
 
   Returns:
     CacheResult.
@@ -159,6 +163,11 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
   reuse_steps = jnp.asarray(reuse_steps, jnp.int32)
   max_triggers = jnp.asarray(T + 1 if max_triggers is None else max_triggers,
                              jnp.int32)
+  open_at = (jnp.ones((T,), bool) if open_at is None
+             else jnp.asarray(open_at, bool))
+  if open_at.shape != (T,):
+    raise ValueError(f'open_at must have shape ({T},) (one flag per step), '
+                     f'got {open_at.shape}')
 
   def run_blocks(x, t):
     h, cond = embed(x, t)
@@ -183,7 +192,7 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
                                              indicator_blocks), nan)
     horizon = jnp.where(c['first_done'], c['horizon'], s + (T - 1 - s) // 2)
     trig = (c['has_prev'] & (ind < delta) & (s < horizon) & (reuse_steps > 0)
-            & (c['triggers'] < max_triggers))
+            & (c['triggers'] < max_triggers) & open_at[s])
     new = dict(
         hs_prev=hs, has_prev=jnp.bool_(True),
         triggers=c['triggers'] + trig.astype(jnp.int32),
@@ -256,7 +265,8 @@ def sample(model: dit_lib.DiT, params: Any, x1: jax.Array, num_steps: int,
            indicator_blocks: Sequence[int] | None = None,
            cache: bool = True, labels: jax.Array | None = None,
            guidance: jax.Array | float | None = None,
-           max_triggers: jax.Array | int | None = None) -> CacheResult:
+           max_triggers: jax.Array | int | None = None,
+           open_at: jax.Array | None = None) -> CacheResult:
   """BWCache sampling of a `dit.DiT` from noise x1 [B, H, W, C] (or [H, W, C]).
 
   reuse_steps defaults to R = max(1, round(0.1 T)) (the paper's 10%).
@@ -280,7 +290,7 @@ def sample(model: dit_lib.DiT, params: Any, x1: jax.Array, num_steps: int,
       embed, block, final_fn, model.depth, x1,
       num_steps, delta, reuse_steps, sampler=sampler,
       indicator_blocks=indicator_blocks, cache=cache,
-      max_triggers=max_triggers)
+      max_triggers=max_triggers, open_at=open_at)
 
 
 def guided_velocity(model: dit_lib.DiT, params: Any,
@@ -307,12 +317,13 @@ def make_sampler(model: dit_lib.DiT, num_steps: int, *,
                  indicator_blocks: Sequence[int] | None = None,
                  cache: bool = True):
   """jit(f)(params, x1, delta, reuse_steps, labels=None, guidance=None,
-  max_triggers=None) -> CacheResult (guidance None: no unconditional pass,
-  see `sample`).
+  max_triggers=None, open_at=None) -> CacheResult (guidance None: no
+  unconditional pass, see `sample`).
 
-  delta, reuse_steps, guidance and max_triggers are traced, so a sweep
-  compiles once per (model, num_steps, sampler, indicator_blocks, cache)
-  and labels/max_triggers being None or not; the jitted function is
+  delta, reuse_steps, guidance, max_triggers and open_at are traced, so a
+  sweep compiles once per (model, num_steps, sampler, indicator_blocks,
+  cache) and labels/max_triggers/open_at being None or not; the jitted
+  function is
   memoised on those (flax modules hash by value).
   """
   blocks = None if indicator_blocks is None else tuple(
@@ -325,11 +336,11 @@ def _make_sampler(model, num_steps, sampler, blocks, cache):
 
   @jax.jit
   def f(params, x1, delta, reuse_steps, labels=None, guidance=None,
-        max_triggers=None):
+        max_triggers=None, open_at=None):
     return sample(model, params, x1, num_steps, delta, reuse_steps,
                   sampler=sampler, indicator_blocks=blocks, cache=cache,
                   labels=labels, guidance=guidance,
-                  max_triggers=max_triggers)
+                  max_triggers=max_triggers, open_at=open_at)
 
   return f
 
@@ -515,8 +526,77 @@ def expected_computed_steps(num_steps: int, reuse_steps: int,
   return computed
 
 
+def _num_spaced(lo: int, hi: int, m: int, gap: int) -> int:
+  """Ways to choose m steps in [lo, hi] at least `gap` apart."""
+  if m == 0:
+    return 1
+  n = hi - lo + 1 - (m - 1) * (gap - 1)
+  return math.comb(n, m) if n >= m else 0
+
+
+def num_placements(num_steps: int, reuse_steps: int, num_windows: int) -> int:
+  """How many placements of `num_windows` reuse windows the schedule rule
+  allows (`expected_computed_steps` with delta = inf, at most that many
+  windows): a first window at k >= 1 fixes the horizon
+  e = k + floor((T - 1 - k) / 2); each later window opens at a computed step
+  below e, at least R + 1 steps after the one before."""
+  T, R, m = int(num_steps), int(reuse_steps), int(num_windows)
+  if m == 0:
+    return 1
+  if R < 1:
+    return 0
+  return sum(_num_spaced(k + R + 1, k + (T - 1 - k) // 2 - 1, m - 1, R + 1)
+             for k in range(1, T) if k < k + (T - 1 - k) // 2)
+
+
+def random_placement(rng: np.random.Generator, num_steps: int,
+                     reuse_steps: int, num_windows: int) -> np.ndarray:
+  """bool [T]: the steps opening `num_windows` reuse windows, drawn
+  uniformly from the `num_placements` placements the schedule rule allows.
+
+  The random-placement control of the indicator: `sample(..., delta=inf,
+  max_triggers=num_windows, open_at=mask)` opens exactly these windows,
+  so it spends the block evaluations of a BWCache run with as many windows,
+  placed without looking at the features. Raises ValueError when the rule
+  allows no such placement (more windows than the schedule's maximum).
+  """
+  T, R, m = int(num_steps), int(reuse_steps), int(num_windows)
+  total = num_placements(T, R, m)
+  if total == 0:
+    raise ValueError(f'no placement of {m} reuse windows of R = {R} steps '
+                     f'in T = {T} steps: the schedule allows at most '
+                     f'{int(np.sum(~expected_computed_steps(T, R)))} '
+                     'skipped steps; lower num_windows')
+  mask = np.zeros(T, bool)
+  if m == 0:
+    return mask
+  # Sequential exact sampling: each choice with probability (placements
+  # that extend it) / (placements left).
+  # Uniform on [0, total) for any size of total (bias < 2^-64).
+  u = int.from_bytes(rng.bytes(total.bit_length() // 8 + 9), 'little') % total
+  for k in range(1, T):
+    e = k + (T - 1 - k) // 2
+    if k >= e:
+      continue
+    n = _num_spaced(k + R + 1, e - 1, m - 1, R + 1)
+    if u < n:
+      break
+    u -= n
+  mask[k] = True
+  lo = k + R + 1
+  for left in range(m - 1, 0, -1):
+    for s in range(lo, e):
+      n = _num_spaced(s + R + 1, e - 1, left - 1, R + 1)
+      if u < n:
+        break
+      u -= n
+    mask[s] = True
+    lo = s + R + 1
+  return mask
+
+
 __all__: Sequence[str] = [
     'CacheResult', 'cfg_pieces', 'converged_reference', 'delta_sweep',
     'equal_compute_steps', 'expected_computed_steps', 'guided_velocity',
-    'indicator', 'make_sampler', 'psnr', 'reference_error',
-    'reference_sample', 'rel_l1', 'sample', 'sample_with_pieces', 'timed']
+    'indicator', 'make_sampler', 'num_placements', 'psnr',
+    'random_placement', 'reference_error', 'reference_sample', 'rel_l1', 'sample', 'sample_with_pieces', 'timed']

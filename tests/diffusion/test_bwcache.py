@@ -1,5 +1,8 @@
 """BWCache sampler: indicator, exact schedule rule, equivalence, baselines."""
 
+import collections
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -262,6 +265,55 @@ def test_max_triggers_gives_the_schedule_only_ablation(setup):
                                 bwcache.expected_computed_steps(T, R))
 
 
+def _opened(T, R, mask):
+  """The steps that open a window under the Python schedule rule when a
+  window may open only where mask is True."""
+  opened = []
+  bwcache.expected_computed_steps(
+      T, R, lambda k: bool(mask[k]) and (opened.append(k) or True))
+  return opened
+
+
+def test_random_placement_is_uniform_over_the_schedules_placements():
+  T, R = 12, 2
+  for m in range(4):
+    # Every set of m steps that the rule opens exactly (brute force).
+    valid = {c for c in itertools.combinations(range(T), m)
+             if _opened(T, R, np.isin(np.arange(T), c)) == list(c)}
+    assert bwcache.num_placements(T, R, m) == len(valid)
+  # T = 50, R = 5 (the default run's (iii)): counted by brute force too.
+  assert bwcache.num_placements(50, 5, 2) == sum(
+      _opened(50, 5, np.isin(np.arange(50), c)) == list(c)
+      for c in itertools.combinations(range(50), 2))
+  rng = np.random.default_rng(0)
+  draws = collections.Counter(
+      tuple(np.flatnonzero(bwcache.random_placement(rng, T, R, 2)))
+      for _ in range(4000))
+  assert len(draws) == bwcache.num_placements(T, R, 2) == 4
+  assert min(draws.values()) > 900  # 1000 each when uniform (SD 27)
+  # At most 2 windows fit (delta = inf opens 1 and 4; 7 is past e = 6).
+  assert _opened(T, R, np.ones(T, bool)) == [1, 4]
+  with pytest.raises(ValueError, match='lower num_windows'):
+    bwcache.random_placement(rng, T, R, 3)
+
+
+def test_open_at_opens_exactly_the_random_placement(setup):
+  model, params, x1 = setup
+  T, R = 20, 2
+  f = bwcache.make_sampler(model, T)
+  rng = np.random.default_rng(1)
+  for m in (1, 2, 3):
+    mask = bwcache.random_placement(rng, T, R, m)
+    res = f(params, x1, jnp.inf, R, None, 1.0, m, mask)
+    np.testing.assert_array_equal(res.triggered, mask)
+    np.testing.assert_array_equal(
+        res.computed, bwcache.expected_computed_steps(
+            T, R, lambda k, mask=mask: bool(mask[k])))
+    assert int(res.block_evals) == DEPTH * int(np.sum(res.computed))
+  with pytest.raises(ValueError, match='open_at must have shape'):
+    f(params, x1, jnp.inf, R, None, 1.0, 1, np.ones(T - 1, bool))
+
+
 def test_converged_reference_and_sweep_scores(setup):
   model, params, x1 = setup
   ref = bwcache.converged_reference(model, params, x1, 40)
@@ -345,8 +397,8 @@ def test_paper_variant_names_a_missing_cifar10_before_any_compute(tmp_path):
 # -- the claims' rules on made-up metrics ------------------------------------------------
 def _metrics_like_the_default_run():
   """Per-seed metrics with every name the default run records (values
-  irrelevant until a test sets them): BWCache, uniform and the
-  schedule-only placement all 30 dB from converged, FD 1.0."""
+  irrelevant until a test sets them): BWCache, uniform, the schedule-only
+  and the random placement all 30 dB from converged, FD 1.05."""
   from configs import bwcache as bwcache_config  # pylint: disable=g-import-not-at-top
   from experiments import bwcache as bw_exp  # pylint: disable=g-import-not-at-top
   cfg = bwcache_config.get_config()
@@ -362,7 +414,7 @@ def _metrics_like_the_default_run():
       for d in set(cfg.deltas) | {cfg.headline_delta, cfg.binding_delta}:
         key = bw_exp._key(case, T, d, R)  # pylint: disable=protected-access
         evals = 0.6 * T * cfg.depth
-        for pre in ('', 'uniform_', 'sched_'):
+        for pre in ('', 'uniform_', 'sched_', 'rand_'):
           m.update({f'{pre}psnr_ref/{key}': np.full(3, 30.0),
                     f'{pre}fd/{key}': np.full(3, 1.05),
                     f'{pre}block_evals/{key}': np.full(3, evals)})
@@ -424,6 +476,13 @@ def test_claim_rules_and_their_measured_controls():
   m[f'sched_psnr_ref/{bkey}'] = np.array([30.0, 30.5, 29.5])
   m[f'triggers/{bkey}'] = np.full(3, 2.0)
   assert claim(binds).holds and 'schedule maximum 4)' in claim(binds).evidence
+  assert claim(binds).control.endswith('(fails)')
+  # The control is measured: random placement beating the schedule-only one
+  # on every seed passes it (the indicator would not be what wins).
+  m[f'rand_psnr_ref/{bkey}'] = np.array([30.2, 30.6, 29.7])
+  assert claim(binds).control.endswith('(passes)'), claim(binds)
+  m[f'rand_psnr_ref/{bkey}'] = np.array([30.2, 30.4, 29.7])  # one seed
+  assert claim(binds).control.endswith('(fails)')
   m[f'triggers/{bkey}'] = np.full(3, 4.0)       # as many as the schedule
   assert not claim(binds).holds
   m[f'triggers/{bkey}'] = np.full(3, 2.0)

@@ -38,6 +38,17 @@ def _train_qdpm_vdm(steps: int):
   return out
 
 
+def test_bpd_standard_error_is_sd_over_root_n():
+  import scipy.stats  # pylint: disable=g-import-not-at-top
+  from iclrjax.diffusion import likelihood  # pylint: disable=g-import-not-at-top
+  nats = np.random.default_rng(0).normal(100.0, 5.0, size=50)
+  m, se = qdpm_exp._bpd(likelihood.Estimate(nats, None), 64)  # pylint: disable=protected-access
+  bits = nats / (64 * np.log(2.0))
+  np.testing.assert_allclose([m, se], [bits.mean(), scipy.stats.sem(bits)],
+                             rtol=1e-12)
+  assert qdpm_exp._bpd(likelihood.Estimate(nats[:1], None), 64)[1] == 0.0  # pylint: disable=protected-access
+
+
 def test_qdpm_below_vdm_on_digits_at_equal_steps():
   # 100 steps of the same residual MLP (width 128, one block), 64 test
   # digits, 128-stratum quadrature (measured: QDPM 2.91 +- 0.021, literal
