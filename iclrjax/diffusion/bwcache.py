@@ -563,35 +563,34 @@ def random_placement(rng: np.random.Generator, num_steps: int,
   T, R, m = int(num_steps), int(reuse_steps), int(num_windows)
   total = num_placements(T, R, m)
   if total == 0:
+    most = max(j for j in range(m) if num_placements(T, R, j))
     raise ValueError(f'no placement of {m} reuse windows of R = {R} steps '
-                     f'in T = {T} steps: the schedule allows at most '
-                     f'{int(np.sum(~expected_computed_steps(T, R)))} '
-                     'skipped steps; lower num_windows')
+                     f'in T = {T} steps: the schedule rule allows at most '
+                     f'{most}; lower num_windows')
   mask = np.zeros(T, bool)
   if m == 0:
     return mask
-  # Sequential exact sampling: each choice with probability (placements
-  # that extend it) / (placements left).
-  # Uniform on [0, total) for any size of total (bias < 2^-64).
-  u = int.from_bytes(rng.bytes(total.bit_length() // 8 + 9), 'little') % total
-  for k in range(1, T):
-    e = k + (T - 1 - k) // 2
-    if k >= e:
-      continue
-    n = _num_spaced(k + R + 1, e - 1, m - 1, R + 1)
-    if u < n:
-      break
-    u -= n
-  mask[k] = True
-  lo = k + R + 1
-  for left in range(m - 1, 0, -1):
-    for s in range(lo, e):
-      n = _num_spaced(s + R + 1, e - 1, left - 1, R + 1)
+
+  def choose(u, options):  # options: (value, placements that extend it)
+    for value, n in options:
       if u < n:
-        break
+        return value, u
       u -= n
-    mask[s] = True
-    lo = s + R + 1
+    raise AssertionError('counts do not add up')
+
+  # Sequential exact sampling: each choice with probability (placements
+  # that extend it) / (placements left); u uniform on [0, total) for any
+  # size of total (bias < 2^-64).
+  u = int.from_bytes(rng.bytes(total.bit_length() // 8 + 9), 'little') % total
+  horizon = lambda k: k + (T - 1 - k) // 2
+  k, u = choose(u, ((k, _num_spaced(k + R + 1, horizon(k) - 1, m - 1, R + 1))
+                    for k in range(1, T) if k < horizon(k)))
+  e = horizon(k)
+  mask[k] = True
+  for left in range(m - 1, 0, -1):
+    k, u = choose(u, ((s, _num_spaced(s + R + 1, e - 1, left - 1, R + 1))
+                      for s in range(k + R + 1, e)))
+    mask[k] = True
   return mask
 
 

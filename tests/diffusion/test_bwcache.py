@@ -293,7 +293,7 @@ def test_random_placement_is_uniform_over_the_schedules_placements():
   assert min(draws.values()) > 900  # 1000 each when uniform (SD 27)
   # At most 2 windows fit (delta = inf opens 1 and 4; 7 is past e = 6).
   assert _opened(T, R, np.ones(T, bool)) == [1, 4]
-  with pytest.raises(ValueError, match='lower num_windows'):
+  with pytest.raises(ValueError, match='allows at most 2; lower num_windows'):
     bwcache.random_placement(rng, T, R, 3)
 
 
