@@ -149,9 +149,10 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
       windows as a BWCache run, placed by the schedule alone (at the first
       steps it allows) instead of by the indicator.
     open_at: bool [T], the steps at which a reuse window may open (None:
-      every step). With delta = inf, max_triggers and a mask from
-      `random_placement` it gives the random-placement control: the same
-      number of windows at random steps the schedule allows.
+      every step; unused with cache=False). With delta = inf, max_triggers
+      and a mask from `random_placement` it gives the random-placement
+      control: the same number of windows at random steps the schedule
+      allows.
 
   Returns:
     CacheResult.
@@ -163,11 +164,10 @@ def sample_with_pieces(embed: Callable, block: Callable, final: Callable,
   reuse_steps = jnp.asarray(reuse_steps, jnp.int32)
   max_triggers = jnp.asarray(T + 1 if max_triggers is None else max_triggers,
                              jnp.int32)
-  open_at = (jnp.ones((T,), bool) if open_at is None
-             else jnp.asarray(open_at, bool))
-  if open_at.shape != (T,):
-    raise ValueError(f'open_at must have shape ({T},) (one flag per step), '
-                     f'got {open_at.shape}')
+  open_at = jnp.ones((T,), bool) if open_at is None else jnp.asarray(open_at)
+  if open_at.shape != (T,) or open_at.dtype != jnp.bool_:
+    raise ValueError(f'open_at must be bool of shape ({T},) (one flag per '
+                     f'step), got {open_at.dtype} {open_at.shape}')
 
   def run_blocks(x, t):
     h, cond = embed(x, t)
@@ -550,17 +550,39 @@ def num_placements(num_steps: int, reuse_steps: int, num_windows: int) -> int:
 
 
 def random_placement(rng: np.random.Generator, num_steps: int,
-                     reuse_steps: int, num_windows: int) -> np.ndarray:
+                     reuse_steps: int, num_windows: int, *,
+                     skipped: int | None = None,
+                     max_tries: int = 100_000) -> np.ndarray:
   """bool [T]: the steps opening `num_windows` reuse windows, drawn
-  uniformly from the `num_placements` placements the schedule rule allows.
+  uniformly from the `num_placements` placements the schedule rule allows
+  (with `skipped`: uniformly from those that skip exactly that many steps).
 
   The random-placement control of the indicator: `sample(..., delta=inf,
   max_triggers=num_windows, open_at=mask)` opens exactly these windows,
-  so it spends the block evaluations of a BWCache run with as many windows,
-  placed without looking at the features. Raises ValueError when the rule
-  allows no such placement (more windows than the schedule's maximum).
+  placed without looking at the features. A window that would reach past
+  the horizon is cut there, so placements of as many windows differ in
+  cost; pass a BWCache run's skipped steps (T - block_evals / N) to match
+  its block evaluations too (drawn by rejection, at most `max_tries`
+  draws). Raises ValueError when the rule allows no such placement.
   """
   T, R, m = int(num_steps), int(reuse_steps), int(num_windows)
+  if m < 0:
+    raise ValueError(f'num_windows must be >= 0, got {m}')
+  if skipped is None:
+    return _uniform_placement(rng, T, R, m)
+  for _ in range(max_tries):
+    mask = _uniform_placement(rng, T, R, m)
+    if T - int(np.sum(expected_computed_steps(
+        T, R, lambda k, mask=mask: bool(mask[k])))) == skipped:
+      return mask
+  raise ValueError(f'no placement of {m} reuse windows of R = {R} steps in '
+                   f'T = {T} steps skipping {skipped} steps in {max_tries} '
+                   'draws (a window skips at most R; only the last one can '
+                   'be cut at the horizon)')
+
+
+def _uniform_placement(rng: np.random.Generator, T: int, R: int,
+                       m: int) -> np.ndarray:
   total = num_placements(T, R, m)
   if total == 0:
     most = max(j for j in range(m) if num_placements(T, R, j))
@@ -598,4 +620,5 @@ __all__: Sequence[str] = [
     'CacheResult', 'cfg_pieces', 'converged_reference', 'delta_sweep',
     'equal_compute_steps', 'expected_computed_steps', 'guided_velocity',
     'indicator', 'make_sampler', 'num_placements', 'psnr',
-    'random_placement', 'reference_error', 'reference_sample', 'rel_l1', 'sample', 'sample_with_pieces', 'timed']
+    'random_placement', 'reference_error', 'reference_sample', 'rel_l1',
+    'sample', 'sample_with_pieces', 'timed']

@@ -310,8 +310,27 @@ def test_open_at_opens_exactly_the_random_placement(setup):
         res.computed, bwcache.expected_computed_steps(
             T, R, lambda k, mask=mask: bool(mask[k])))
     assert int(res.block_evals) == DEPTH * int(np.sum(res.computed))
-  with pytest.raises(ValueError, match='open_at must have shape'):
+  with pytest.raises(ValueError, match='open_at must be bool of shape'):
     f(params, x1, jnp.inf, R, None, 1.0, 1, np.ones(T - 1, bool))
+  with pytest.raises(ValueError, match='open_at must be bool'):
+    f(params, x1, jnp.inf, R, None, 1.0, 1, np.ones(T, np.float32))
+  # Matched block evaluations: only the last window can be cut at the
+  # horizon, so 2 windows of R = 2 skip 3 or 4 steps; every draw with
+  # skipped=3 skips 3, and all such placements are reached.
+  cut = {tuple(np.flatnonzero(bwcache.random_placement(rng, T, R, 2,
+                                                       skipped=3)))
+         for _ in range(300)}
+  for c in cut:
+    mask = np.isin(np.arange(T), c)
+    assert T - bwcache.expected_computed_steps(
+        T, R, lambda k, mask=mask: bool(mask[k])).sum() == 3
+  assert len(cut) == sum(
+      T - bwcache.expected_computed_steps(
+          T, R, lambda k, c=c: k in c).sum() == 3
+      for c in itertools.combinations(range(T), 2)
+      if _opened(T, R, np.isin(np.arange(T), c)) == list(c))
+  with pytest.raises(ValueError, match='skipping 5 steps'):
+    bwcache.random_placement(rng, T, R, 2, skipped=5, max_tries=50)
 
 
 def test_converged_reference_and_sweep_scores(setup):
@@ -419,6 +438,7 @@ def _metrics_like_the_default_run():
                     f'{pre}fd/{key}': np.full(3, 1.05),
                     f'{pre}block_evals/{key}': np.full(3, evals)})
         m.update({f'speedup/{key}': np.full(3, T * cfg.depth / evals),
+                  f'rand_psnr_ref_sd/{key}': np.full(3, 0.5),
                   f'uniform_steps/{key}': np.full(3, 0.6 * T),
                   f'triggers/{key}': np.full(3, 2.0 if d == cfg.binding_delta
                                              else 4.0)})
@@ -481,6 +501,11 @@ def test_claim_rules_and_their_measured_controls():
   # on every seed passes it (the indicator would not be what wins).
   m[f'rand_psnr_ref/{bkey}'] = np.array([30.2, 30.6, 29.7])
   assert claim(binds).control.endswith('(passes)'), claim(binds)
+  assert 'BWCache minus random per seed [0.8, 0.4, 1.3]' in (
+      claim(binds).evidence)
+  m[f'triggers/{bkey}'] = np.full(3, 4.0)   # delta does not bind: both fail
+  assert not claim(binds).holds and claim(binds).control.endswith('(fails)')
+  m[f'triggers/{bkey}'] = np.full(3, 2.0)
   m[f'rand_psnr_ref/{bkey}'] = np.array([30.2, 30.4, 29.7])  # one seed
   assert claim(binds).control.endswith('(fails)')
   m[f'triggers/{bkey}'] = np.full(3, 4.0)       # as many as the schedule
