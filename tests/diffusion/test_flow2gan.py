@@ -511,8 +511,7 @@ def test_paper_variant_needs_a_wav_folder(tmp_path):
     assert not (tmp_path / 'run').exists()     # stopped before any work
 
 
-def test_paper_variant_trains_on_a_libritts_folder(libritts_dir, tmp_path):
-  from experiments.flow2gan import EXPERIMENT  # pylint: disable=g-import-not-at-top
+def test_paper_variant_reads_a_libritts_folder(libritts_dir):
   c = _tiny_paper_config(libritts_dir)
   train, test = f2g_exp.load_data(c)
   # Four training files (one clip each, the 0.1 s one padded), two held out.
@@ -526,6 +525,13 @@ def test_paper_variant_trains_on_a_libritts_folder(libritts_dir, tmp_path):
   paper = f2g_config.get_config('paper')
   assert f2g_exp.pool_size(f2g_exp.LIBRITTS_TRAIN_FILES, paper) == 354_752
   assert f2g_exp.pool_size(5, paper) == 5    # under one batch: all kept
+
+
+@pytest.mark.slow   # a second smoke run at the paper variant's layout
+                    # (~15 s); the folder reading above stays in the default
+def test_paper_variant_trains_on_a_libritts_folder(libritts_dir, tmp_path):
+  from experiments.flow2gan import EXPERIMENT  # pylint: disable=g-import-not-at-top
+  c = _tiny_paper_config(libritts_dir)
   s = EXPERIMENT.execute(c, tmp_path / 'run', quiet=True)
   assert s['config']['dataset'] == 'libritts'
   for k in ('lsd', 'lsd_quiet', 'mrstft'):

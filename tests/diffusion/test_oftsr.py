@@ -536,6 +536,8 @@ def test_paper_variant_reads_fake_folders(tmp_path, dataset):
   _check_folder_data(_tiny_paper_config(root, dataset), dataset)
 
 
+@pytest.mark.slow   # a second smoke run at FFHQ's shapes (~25 s); the
+                    # folder reading above stays in the default suite
 def test_paper_variant_runs_end_to_end_on_a_fake_ffhq_folder(tmp_path):
   # The paper variant's data path (4x bicubic SR of uint8 RGB folder images,
   # random-conv FD, batched evaluation) through the launcher's entry point.
