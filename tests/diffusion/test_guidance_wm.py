@@ -253,8 +253,8 @@ def test_decoding_in_chunks_gives_the_same_numbers():
   x = jnp.asarray(flow.digits('train'))[:12]
   dp = random_params(lambda k, x1: jax.vmap(lambda kk: dec.init(kk, x1))(
       jax.random.split(k, 2)), x[:1])           # two decoders
-  fit = lambda n: jax.vmap(gwm_exp.whitening_fn(dec, n),
-                           in_axes=(0, None))(dp, x)
+  fit = lambda n: jax.jit(jax.vmap(gwm_exp.whitening_fn(dec, n),
+                                   in_axes=(0, None)))(dp, x)
   xs = jnp.stack([x, x[::-1]])
   bits = jax.random.bernoulli(jax.random.key(1), 0.5, (2, 12, 8))
   white = fit(0)
