@@ -47,9 +47,6 @@ STALE: dict[str, str] = {
         'the defaults and added the ACCEL, PAIRED, SFL and VDS baselines; '
         'rerun pending')
        for v in ('dubins_skewed',)},
-    'bwcache/default': (
-        'ran before 7f7c7d6, which gave claim (iii) its measured control '
-        '(random placement in the indicator\'s place); rerun pending'),
     **{f'qdpm/{v}': (
         'ran before 7f7c7d6, which made the per-example standard error '
         'sd / sqrt(n) (it divided by sqrt(n - 1)); rerun pending')
