@@ -127,10 +127,10 @@ def qdpm_default(tmp_path_factory):
     'below', 'QDPM with our grid gate exp(-(s/t)^2), s the grid spacing: test '
     'NLL on the known-entropy', 'Estimator sanity'])
 def test_qdpm_default_claims(qdpm_default, prefix):
-  # Measured (default config at 0ce0747, 2 seeds, 8000 steps): test NLL
+  # Measured (default config at 2d699d2, 2 seeds, 8000 steps): test NLL
   # digits QDPM (grid gate) 2.132 < VDM 2.868, known-entropy set (H = 2.012)
-  # 2.269 (gap +0.257 <= 0.3) < VDM 2.973; all >= H - 3 SE; u-MC 2.024 vs
-  # quadrature above its float32 floor 2.089 (paired -0.065, SE 0.068).
+  # 2.269 (gap +0.257 <= 0.3) < VDM 2.969; all >= H - 3 SE; u-MC 2.024 vs
+  # quadrature above its float32 floor 2.089 (paired -0.065, SE 0.067).
   # Controls: the literal gate 3.291 / 3.529 (fails both), Eq. 22 without
   # its constant -1.819 bpd (below H: fails), u-MC against the full bound
   # (paired -0.239, SE 0.066: fails).
@@ -144,7 +144,7 @@ def test_qdpm_default_mass_below_the_u_mc_floor(qdpm_default):
   # Not pinned: the u-MC estimate itself, heavy-tailed even above its float32
   # floor, so its paired SE is no reliable scale (the claim and its control
   # agree or not by the draw). Pinned: the bound's mass below the floor, a
-  # difference of two quadratures (0.174 bpd at 0ce0747, per seed
+  # difference of two quadratures (0.174 bpd at 2d699d2, per seed
   # 0.176 / 0.171), which u-MC can never count.
   m = qdpm_default['metrics']
   full = np.asarray(m['quad_sub/known_entropy_qdpm']['per_seed'])
@@ -155,7 +155,7 @@ def test_qdpm_default_mass_below_the_u_mc_floor(qdpm_default):
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     'QDPM with the literal gate exp(-1/t^2) on [-1, 1] data (default config '
-    'at 0ce0747): digits 3.291 vs VDM 2.868, known-entropy 3.529 vs 2.973 '
+    'at 2d699d2): digits 3.291 vs VDM 2.868, known-entropy 3.529 vs 2.969 '
     'bpd: the gate keeps the correction off below ~3 grid steps'))
 def test_qdpm_default_literal_gate_beats_vdm(qdpm_default):
   c = _by_prefix(qdpm_default, 'QDPM as the paper writes it')
