@@ -47,9 +47,6 @@ STALE: dict[str, str] = {
         'the defaults and added the ACCEL, PAIRED, SFL and VDS baselines; '
         'rerun pending')
        for v in ('dubins_skewed',)},
-    'qdpm/integer': (
-        'ran before 7f7c7d6, which made the per-example standard error '
-        'sd / sqrt(n) (it divided by sqrt(n - 1)); rerun pending'),
 }
 
 
