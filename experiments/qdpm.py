@@ -53,6 +53,9 @@ NETS = ('resmlp', 'unet')
 # QDPM 0.27 (claimed), VDM 2.65 (no augmentation).
 PAPER_CIFAR10_BPD = {'qdpm': 0.27, 'vdm': 2.65}
 ENTROPY_TOL = 0.3  # bpd: QDPM's NLL above the true entropy (issue 16)
+# bpd: the bound mass below u-MC's floor that counts as material (a quarter
+# of ENTROPY_TOL; the QDPM - VDM gaps here are 0.7 bpd).
+FLOOR_MASS_MIN = 0.05
 
 
 def dataset_levels(name: str) -> int:
@@ -281,16 +284,19 @@ def run(r: launch.Run) -> launch.Result:
           net, p, x, k, levels, num_draws=cfg.umc_draws,  # One compile for
           draws_per_call=umc_chunk(cfg),                  # all seeds.
           unit=_unit(kind, cfg, levels)))
-      floor = lik.u_mc_floor(_unit(kind, cfg, levels)) if (
-          kind in QDPM_GATES) else None
-      quad_above = jax.jit(lambda p, x, k, net=net, kind=kind, f=floor:
+      # The bound above u-MC's floor in float32 (u >= 2^-23) and in float64
+      # (u >= 2^-52): one compile, the floor is an argument.
+      quad_above = jax.jit(lambda p, x, k, f, net=net, kind=kind:
                            qdpm.bound_quadrature(
                                net, p, x, k, levels,
                                num_strata=cfg.num_strata,
                                t_range=(f, qdpm.default_t_range(levels)[1]),
                                unit=_unit(kind, cfg, levels)))
+      floors = {d: lik.u_mc_floor(_unit(kind, cfg, levels), d) for d in (
+          jnp.float32, jnp.float64)} if kind in QDPM_GATES else {}
       vals = {k: [] for k in ('nll', 'nll_se', 'umc', 'umc_se', 'quad_sub',
-                              'quad_sub_se', 'quad_above', 'umc_vs_above',
+                              'quad_sub_se', 'quad_above', 'quad_above64',
+                              'umc_vs_above',
                               'umc_vs_above_se', 'umc_vs_full',
                               'umc_vs_full_se')}
       for s in range(cfg.num_seeds):
@@ -307,12 +313,16 @@ def run(r: launch.Run) -> launch.Result:
           q = lik.Estimate(est.value[:cfg.umc_examples],
                            est.se[:cfg.umc_examples])
           u_est = umc(ema, sub, key)
-          above = quad_above(ema, sub, jax.random.fold_in(key, 2))
+          above = quad_above(ema, sub, jax.random.fold_in(key, 2),
+                             floors[jnp.float32])
+          above64 = quad_above(ema, sub, jax.random.fold_in(key, 2),
+                               floors[jnp.float64])
           for name, e in (('umc', u_est), ('quad_sub', q)):
             mm, ss = _bpd(e, dim)
             vals[name].append(mm)
             vals[f'{name}_se'].append(ss)
           vals['quad_above'].append(_bpd(above, dim)[0])
+          vals['quad_above64'].append(_bpd(above64, dim)[0])
           # Paired over the same examples: SE of the per-example difference.
           for name, ref in (('umc_vs_above', above), ('umc_vs_full', q)):
             mm, ss = _bpd(lik.Estimate(u_est.value - ref.value, None), dim)
@@ -457,30 +467,32 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
         f'umc_vs_above_se/{ds}_qdpm')
     g, g_se = mean(f'umc_vs_full/{ds}_qdpm'), mean(
         f'umc_vs_full_se/{ds}_qdpm')
-    a, b = mean(f'umc/{ds}_qdpm'), mean(f'quad_sub/{ds}_qdpm')
-    above = mean(f'quad_above/{ds}_qdpm')
-    floor = lik.u_mc_floor(1.0)
+    full = np.asarray(m[f'quad_sub/{ds}_qdpm'])
+    lost32 = full - np.asarray(m[f'quad_above/{ds}_qdpm'])
+    lost64 = full - np.asarray(m[f'quad_above64/{ds}_qdpm'])
+    f32, f64 = lik.u_mc_floor(1.0), lik.u_mc_floor(1.0, jnp.float64)
+    per_seed = lambda v: ' / '.join(f'{x:.3f}' for x in v)
     claims.append(launch.Claim(
-        claim=('Above float32\'s floor the paper\'s u ~ U(0,1) estimator '
-               f'agrees with quadrature: t >= {floor:.4f} gate units (u >= '
-               '2^-23, the smallest non-zero float32 draw) is all it can '
-               'visit, and there its estimate matches stratified log-t '
-               'quadrature over the same range within 3 paired SE '
-               f'({cfg.umc_draws} u-draws per example, the same '
-               f'{cfg.umc_examples} {ds} test examples).'),
-        holds=bool(abs(d) <= 3 * d_se),
-        evidence=(f'u-MC {a:.3f} vs quadrature above the floor {above:.3f} '
-                  f'bpd: paired difference {d:+.3f} (SE {d_se:.3f}); the '
-                  f'full quadrature {b:.3f}, so the bound mass below the '
-                  f'floor is {b - above:.3f} bpd, which u-MC never counts. '
-                  'In float64 the floor moves to 0.1666 units, but the '
-                  'estimator\'s variance is infinite (heavy tail near '
-                  'u = 0), so no SE test of it is well-posed.'),
+        claim=('In float32 the paper\'s u ~ U(0,1) estimator misses a '
+               'material part of the bound: it cannot visit t < '
+               f'{f32:.4f} gate units (u < 2^-23, the smallest non-zero '
+               'float32 draw), and the trained QDPM\'s bound below that '
+               '(full minus above-floor stratified quadrature, the same '
+               f'{cfg.umc_examples} {ds} test examples) is >= '
+               f'{FLOOR_MASS_MIN} bpd on every seed.'),
+        holds=bool(np.all(lost32 >= FLOOR_MASS_MIN)),
+        evidence=(f'mass below the float32 floor {np.mean(lost32):.3f} bpd '
+                  f'(per seed {per_seed(lost32)}). The u-MC estimate itself '
+                  f'({cfg.umc_draws} draws per example): {mean(f"umc/{ds}_qdpm"):.3f} '
+                  'bpd, paired difference to the quadrature above the floor '
+                  f'{d:+.3f} (SE {d_se:.3f}) and to the full quadrature '
+                  f'{g:+.3f} (SE {g_se:.3f}); u-MC is heavy-tailed, so its '
+                  'SE is a rough scale only.'),
         control=launch.control_text(
-            'u-MC against the full quadrature (the mass below the floor '
-            'included; same model, gate and examples)',
-            f'paired difference {g:+.3f} (SE {g_se:.3f})',
-            abs(g) <= 3 * g_se)))
+            f'the same estimator in float64 (floor {f64:.4f} units, u >= '
+            '2^-52; same model, gate and examples): bound below its floor',
+            f'{np.mean(lost64):.3f} bpd (per seed {per_seed(lost64)})',
+            bool(np.all(lost64 >= FLOOR_MASS_MIN)))))
   return claims
 
 

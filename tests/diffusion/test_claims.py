@@ -125,7 +125,7 @@ def qdpm_default(tmp_path_factory):
 @pytest.mark.parametrize('prefix', [
     'QDPM with our grid gate exp(-(s/t)^2), s the grid spacing: test NLL '
     'below', 'QDPM with our grid gate exp(-(s/t)^2), s the grid spacing: test '
-    'NLL on the known-entropy', 'Estimator sanity'])
+    'NLL on the known-entropy', 'Estimator sanity', 'In float32 the paper'])
 def test_qdpm_default_claims(qdpm_default, prefix):
   # Measured (default config at 2d699d2, 2 seeds, 8000 steps): test NLL
   # digits QDPM (grid gate) 2.132 < VDM 2.868, known-entropy set (H = 2.012)
@@ -137,19 +137,6 @@ def test_qdpm_default_claims(qdpm_default, prefix):
   c = _by_prefix(qdpm_default, prefix)
   assert c['holds'], c
   assert '(fails)' in c['control'], c
-
-
-@pytest.mark.slow
-def test_qdpm_default_mass_below_the_u_mc_floor(qdpm_default):
-  # Not pinned: the u-MC estimate itself, heavy-tailed even above its float32
-  # floor, so its paired SE is no reliable scale (the claim and its control
-  # agree or not by the draw). Pinned: the bound's mass below the floor, a
-  # difference of two quadratures (0.174 bpd at 2d699d2, per seed
-  # 0.176 / 0.171), which u-MC can never count.
-  m = qdpm_default['metrics']
-  full = np.asarray(m['quad_sub/known_entropy_qdpm']['per_seed'])
-  above = np.asarray(m['quad_above/known_entropy_qdpm']['per_seed'])
-  assert np.all(full - above > 0.1), (full, above)
 
 
 @pytest.mark.slow

@@ -281,6 +281,36 @@ def test_u_mc_counts_exactly_the_bound_above_its_float32_floor():
   assert a.mean() < 0.5 * LOG2_17  # most of the bits lie below the floor
 
 
+@pytest.mark.parametrize('lost32, lost64, holds, control_holds', [
+    ((0.176, 0.171), (0.01, -0.01), True, False),   # the default run's shape
+    ((0.176, 0.03), (0.01, 0.0), False, False),     # one seed below 0.05
+    ((0.3, 0.2), (0.1, 0.06), True, True),          # float64 misses it too
+])
+def test_floor_claim_is_the_mass_below_each_floor(lost32, lost64, holds,
+                                                  control_holds):
+  """The estimator claim is judged on the bound mass below u-MC's float32
+  floor (full minus above-floor quadrature, every seed >= FLOOR_MASS_MIN);
+  its control on the mass below float64's floor, by the same rule."""
+  c = qdpm_config.get_config('smoke')
+  c.models, c.datasets = ('qdpm',), ('known_entropy',)
+  full = np.array([2.3, 2.2])
+  m = {'entropy_bpd/known_entropy': np.full(2, 2.0),
+       'entropy_se/known_entropy': np.full(2, 0.01),
+       'nll/known_entropy_qdpm': full, 'nll_se/known_entropy_qdpm':
+       np.full(2, 0.05), 'nll_without_c/known_entropy_qdpm': full - 4.0,
+       'quad_sub/known_entropy_qdpm': full,
+       'quad_above/known_entropy_qdpm': full - np.asarray(lost32),
+       'quad_above64/known_entropy_qdpm': full - np.asarray(lost64),
+       'umc/known_entropy_qdpm': full - 0.2}
+  for k in ('umc_vs_above', 'umc_vs_above_se', 'umc_vs_full',
+            'umc_vs_full_se'):
+    m[f'{k}/known_entropy_qdpm'] = np.full(2, 0.05)
+  claim, = [x for x in qdpm_launcher.evaluate_claims(c, m)
+            if x.claim.startswith('In float32')]
+  assert claim.holds == holds, claim
+  assert claim.control.endswith('(passes)' if control_holds else '(fails)')
+
+
 def test_u_mc_draws_per_call_changes_memory_not_numbers():
   """The paper variant's `umc_draws_per_call` (draws vmapped per lax.map
   step) gives the same estimate as one draw at a time and as all at once."""
