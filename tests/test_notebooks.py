@@ -13,7 +13,8 @@ from nbclient import NotebookClient
 import pytest
 
 from experiments import colab_sync
-from tests.conftest import ROOT
+from iclrjax.core import launch
+from tests.conftest import ROOT, SMOKE_ROOT, smoke_launch
 
 NOTEBOOKS = sorted((ROOT / 'colabs').glob('*.ipynb'))
 
@@ -23,11 +24,18 @@ def test_notebook_runs(path, monkeypatch):
   monkeypatch.setenv('JAX_PLATFORMS', 'cpu')
   monkeypatch.setenv('ICLRJAX_QUIET', '1')
   monkeypatch.setenv('MPLBACKEND', colab_sync.INLINE_BACKEND)
+  save_to = os.environ.get('ICLRJAX_SAVE_NOTEBOOKS')
+  if not save_to:
+    # The notebook's smoke-size run is the launcher's smoke run of the same
+    # code and config (tests/test_launchers.py checks it, once per test run):
+    # `execute` reuses it (a dirty tree or another config runs afresh).
+    _, status = smoke_launch(path.stem)
+    if status['returncode'] == 0:
+      monkeypatch.setenv(launch.REUSE_ENV, str(SMOKE_ROOT))
   nb = nbformat.read(path, as_version=4)
   client = NotebookClient(nb, timeout=900, kernel_name='python3',
                           resources={'metadata': {'path': str(ROOT)}})
   client.execute()
-  save_to = os.environ.get('ICLRJAX_SAVE_NOTEBOOKS')
   if save_to:  # the suite's run doubles as `colab_sync --execute`
     colab_sync.scrub(nb, ROOT)
     nbformat.write(nb, pathlib.Path(save_to) / path.name)
