@@ -53,3 +53,22 @@ def test_killed_runs_resume_to_the_uninterrupted_record(tmp_path):
 def test_tensorboard_is_installed_with_the_package():
   """`tensorboard --logdir runs/` works after the one install command."""
   assert (pathlib.Path(sys.executable).parent / 'tensorboard').exists()
+
+
+def test_a_finished_run_is_reused_only_at_the_same_config_and_commit(
+    tmp_path, monkeypatch):
+  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
+  cfg = {'seed': 0, 'net': {'width': 8}}
+  run = tmp_path / 'linreg' / 'run'
+  run.mkdir(parents=True)
+  (run / 'summary.json').write_text(json.dumps(
+      {'commit': 'abc', 'config': cfg}))
+  monkeypatch.delenv(launch.REUSE_ENV, raising=False)
+  assert launch.reusable_run('linreg', cfg, 'abc') is None  # not asked for
+  monkeypatch.setenv(launch.REUSE_ENV, str(tmp_path))
+  assert launch.reusable_run('linreg', cfg, 'abc') == run
+  other = {'seed': 0, 'net': {'width': 16}}
+  assert launch.reusable_run('linreg', other, 'abc') is None
+  assert launch.reusable_run('linreg', cfg, 'abd') is None
+  assert launch.reusable_run('linreg', cfg, 'abc-dirty') is None
+  assert launch.reusable_run('fge', cfg, 'abc') is None
