@@ -53,9 +53,6 @@ NETS = ('resmlp', 'unet')
 # QDPM 0.27 (claimed), VDM 2.65 (no augmentation).
 PAPER_CIFAR10_BPD = {'qdpm': 0.27, 'vdm': 2.65}
 ENTROPY_TOL = 0.3  # bpd: QDPM's NLL above the true entropy (issue 16)
-# bpd: the bound mass below u-MC's floor that counts as material (a quarter
-# of ENTROPY_TOL; the QDPM - VDM gaps here are 0.7 bpd).
-FLOOR_MASS_MIN = 0.05
 
 
 def dataset_levels(name: str) -> int:
@@ -382,8 +379,16 @@ def _plots(r, cfg, metrics, samples) -> None:
 
 
 def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
-  """The paper's claim at our scale, its entropy gap, and estimator checks;
-  each with the model or estimator that fails it (`control`)."""
+  """The paper's claim at our scale, its entropy gap and the estimators'
+  sanity bound; each with the model or estimator that fails it (`control`).
+
+  The paper's u ~ U(0,1) estimator is reported (metrics `umc`, `quad_above`,
+  `quad_above64`, `umc_vs_above`, `umc_vs_full` with paired SEs) but is not
+  a claim: what it misses holds by construction. Float32 u-MC's expectation
+  is the bound above t = 0.2505 gate units (u >= 2^-23), and the bound below
+  that is the softround term's, the network being gated off there (u <
+  1e-7): the softround-only model misses about as much as a trained one.
+  tests/diffusion/test_qdpm.py tests both."""
   claims = []
   mean = lambda k: None if k not in m else float(np.mean(m[k]))
   sets = [ds for ds in ('digits', 'known_entropy') if ds in cfg.datasets]
@@ -461,38 +466,6 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
         control=launch.control_text(
             'QDPM\'s Eq. 22 loss without its constant c = D ln K',
             f'{min(low):.3f} bpd', min(low) >= h - 3 * h_se)))
-  if 'qdpm' in cfg.models and sets:
-    ds = 'known_entropy' if 'known_entropy' in sets else sets[0]
-    d, d_se = mean(f'umc_vs_above/{ds}_qdpm'), mean(
-        f'umc_vs_above_se/{ds}_qdpm')
-    g, g_se = mean(f'umc_vs_full/{ds}_qdpm'), mean(
-        f'umc_vs_full_se/{ds}_qdpm')
-    full = np.asarray(m[f'quad_sub/{ds}_qdpm'])
-    lost32 = full - np.asarray(m[f'quad_above/{ds}_qdpm'])
-    lost64 = full - np.asarray(m[f'quad_above64/{ds}_qdpm'])
-    f32, f64 = lik.u_mc_floor(1.0), lik.u_mc_floor(1.0, jnp.float64)
-    per_seed = lambda v: ' / '.join(f'{x:.3f}' for x in v)
-    claims.append(launch.Claim(
-        claim=('In float32 the paper\'s u ~ U(0,1) estimator misses a '
-               'material part of the bound: it cannot visit t < '
-               f'{f32:.4f} gate units (u < 2^-23, the smallest non-zero '
-               'float32 draw), and the trained QDPM\'s bound below that '
-               '(full minus above-floor stratified quadrature, the same '
-               f'{cfg.umc_examples} {ds} test examples) is >= '
-               f'{FLOOR_MASS_MIN} bpd on every seed.'),
-        holds=bool(np.all(lost32 >= FLOOR_MASS_MIN)),
-        evidence=(f'mass below the float32 floor {np.mean(lost32):.3f} bpd '
-                  f'(per seed {per_seed(lost32)}). The u-MC estimate itself '
-                  f'({cfg.umc_draws} draws per example): {mean(f"umc/{ds}_qdpm"):.3f} '
-                  'bpd, paired difference to the quadrature above the floor '
-                  f'{d:+.3f} (SE {d_se:.3f}) and to the full quadrature '
-                  f'{g:+.3f} (SE {g_se:.3f}); u-MC is heavy-tailed, so its '
-                  'SE is a rough scale only.'),
-        control=launch.control_text(
-            f'the same estimator in float64 (floor {f64:.4f} units, u >= '
-            '2^-52; same model, gate and examples): bound below its floor',
-            f'{np.mean(lost64):.3f} bpd (per seed {per_seed(lost64)})',
-            bool(np.all(lost64 >= FLOOR_MASS_MIN)))))
   return claims
 
 

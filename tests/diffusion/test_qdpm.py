@@ -281,34 +281,35 @@ def test_u_mc_counts_exactly_the_bound_above_its_float32_floor():
   assert a.mean() < 0.5 * LOG2_17  # most of the bits lie below the floor
 
 
-@pytest.mark.parametrize('lost32, lost64, holds, control_holds', [
-    ((0.176, 0.171), (0.01, -0.01), True, False),   # the default run's shape
-    ((0.176, 0.03), (0.01, 0.0), False, False),     # one seed below 0.05
-    ((0.3, 0.2), (0.1, 0.06), True, True),          # float64 misses it too
-])
-def test_floor_claim_is_the_mass_below_each_floor(lost32, lost64, holds,
-                                                  control_holds):
-  """The estimator claim is judged on the bound mass below u-MC's float32
-  floor (full minus above-floor quadrature, every seed >= FLOOR_MASS_MIN);
-  its control on the mass below float64's floor, by the same rule."""
-  c = qdpm_config.get_config('smoke')
-  c.models, c.datasets = ('qdpm',), ('known_entropy',)
-  full = np.array([2.3, 2.2])
-  m = {'entropy_bpd/known_entropy': np.full(2, 2.0),
-       'entropy_se/known_entropy': np.full(2, 0.01),
-       'nll/known_entropy_qdpm': full, 'nll_se/known_entropy_qdpm':
-       np.full(2, 0.05), 'nll_without_c/known_entropy_qdpm': full - 4.0,
-       'quad_sub/known_entropy_qdpm': full,
-       'quad_above/known_entropy_qdpm': full - np.asarray(lost32),
-       'quad_above64/known_entropy_qdpm': full - np.asarray(lost64),
-       'umc/known_entropy_qdpm': full - 0.2}
-  for k in ('umc_vs_above', 'umc_vs_above_se', 'umc_vs_full',
-            'umc_vs_full_se'):
-    m[f'{k}/known_entropy_qdpm'] = np.full(2, 0.05)
-  claim, = [x for x in qdpm_launcher.evaluate_claims(c, m)
-            if x.claim.startswith('In float32')]
-  assert claim.holds == holds, claim
-  assert claim.control.endswith('(passes)' if control_holds else '(fails)')
+def test_the_mass_below_u_mc_floors_is_the_softround_terms():
+  """What float32 u-MC misses on QDPM with the grid gate is set by the
+  softround term alone: with the network output 0 (the softround-only
+  model), the bound below t = 0.2505 grid steps (float32's floor) on the
+  known-entropy set's images is 0.15 bpd (trained QDPM in the default
+  run: 0.17); below float64's floor (0.1666 steps) it is 12x smaller
+  (0.013: the integrand in u goes as u^(-7/8), so the mass below u_0 as
+  u_0^(1/8)). Hence no claim rests on it (`experiments.qdpm.evaluate_claims`)."""
+  k = qdpm_config.get_config().known_entropy
+  test_int, _ = images.known_entropy_sample(images.known_entropy_params(
+      num_prototypes=k.num_prototypes, noise=k.noise), np.random.default_rng(
+          0), 32)
+  levels = jnp.asarray(images.grid(17, '[-1,1]'), jnp.float32)
+  x0 = jnp.asarray(images.to_scale(test_int, '[-1,1]', 17), jnp.float32)
+  unit = qdpm.gate_unit(levels, 'grid')
+  e = qdpm.sq_err_fn(qdpm.xhat_batch(zero_net, None, levels, unit), x0)
+  lo = qdpm.default_t_range(levels)[0]
+
+  @jit_optimized
+  def masses(key):  # int_lo^floor t^-3 e(t) dt = int e(t) t^-2 dlog t
+    g = lambda k, tau: e(k, jnp.exp(tau)) * jnp.exp(-2.0 * tau)
+    return [lik.stratified(g, key, np.log(lo), np.log(lik.u_mc_floor(
+        unit, dt)), 64, x0.shape[0]).value for dt in (jnp.float32,
+                                                        jnp.float64)]
+
+  lost32, lost64 = (float(np.mean(v)) / (x0.shape[1] * np.log(2))
+                    for v in masses(jax.random.key(0)))
+  assert 0.1 < lost32 < 0.2, lost32
+  assert 0 <= lost64 < 0.1 * lost32, (lost32, lost64)
 
 
 def test_u_mc_draws_per_call_changes_memory_not_numbers():
