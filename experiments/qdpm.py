@@ -385,10 +385,10 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
   The paper's u ~ U(0,1) estimator is reported (metrics `umc`, `quad_above`,
   `quad_above64`, `umc_vs_above`, `umc_vs_full` with paired SEs) but is not
   a claim: what it misses holds by construction. Float32 u-MC's expectation
-  is the bound above t = 0.2505 gate units (u >= 2^-23), and the bound below
-  that is the softround term's, the network being gated off there (u <
-  1e-7): the softround-only model misses about as much as a trained one.
-  tests/diffusion/test_qdpm.py tests both."""
+  is the bound above t = 0.2505 gate units (u >= 2^-23; up to its lattice in
+  u), and the bound below that is the softround term's, the network being
+  gated off there (u < 2^-23): the same for any network, in closed form
+  `qdpm.softround_bound_below`. tests/diffusion/test_qdpm.py tests both."""
   claims = []
   mean = lambda k: None if k not in m else float(np.mean(m[k]))
   sets = [ds for ds in ('digits', 'known_entropy') if ds in cfg.datasets]
@@ -546,8 +546,9 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
           'sample', lambda p, k, kind=kind, net=net, lv=levels: _sample(
               kind, net, p, k, lv, cfg, dim), key))
   progs[-1] = dataclasses.replace(progs[-1], note=(
-      'the quadrature above the u-MC floor (the NLL quadrature\'s cost on '
-      'umc_examples) is not listed'))
+      'the two quadratures above the u-MC floors (float32\'s and '
+      'float64\'s; each the NLL quadrature\'s cost on umc_examples) are not '
+      'listed'))
   return progs
 
 

@@ -190,7 +190,10 @@ def u_uniform_mc(sq_err: Integrand, key: jax.Array, num_draws: int,
   u is drawn with `jax.random.uniform` in `dtype`. float32 (as a float32
   implementation of the paper would) gives multiples of 2^-23 in [0, 1), so
   the estimate covers only t >= `u_mc_floor` (0.2505 unit): it is biased
-  low by the bound's mass below that floor. float64 (under x64) resolves u
+  low by the bound's mass below that floor (for QDPM with the grid gate,
+  `qdpm.softround_bound_below`). Its expectation is then a left-endpoint sum
+  over the lattice of u, slightly above the bound over t >= the floor
+  (+0.014 bits per interior pixel for the softround-only model). float64 (under x64) resolves u
   down to 2^-52; the bias then moves below t = 0.166 unit, but the integrand
   e(t(u)) / u is heavy-tailed near u = 0, so the variance is infinite and
   the typical estimate of a few thousand draws is still low: a "within
