@@ -553,7 +553,8 @@ def programs(cfg, sharded: bool = False) -> list[loop.Program]:
 
 
 EXPERIMENT = launch.Experiment('qdpm', run, schema=config_schema(),
-                               check_fn=check_config, preflight=preflight)
+                               check_fn=check_config, preflight=preflight,
+                               claims_fn=evaluate_claims)
 
 if __name__ == '__main__':
   EXPERIMENT.main()
