@@ -627,6 +627,26 @@ def _docstring_example(fn) -> str:
   return textwrap.dedent(block)
 
 
+def test_make_gan_trainer_docstring_example_traces(monkeypatch):
+  """make_gan_trainer's docstring example up to its training loop, with
+  jax.jit traced only (jax.eval_shape; its compile is ~20 s, the slow test
+  below runs it): the GAN stage on a user's own generator and clips
+  (GANSettings, no experiment config) builds, and one step gives the
+  discriminators' and generator's losses."""
+  code = _docstring_example(f2g.make_gan_trainer)
+  head, loop_ = code.split('for t in range(3):')
+  assert 'step(state, t, clips)' in loop_
+  monkeypatch.setattr(jax, 'jit', lambda fn, **kw: functools.partial(
+      jax.eval_shape, fn))
+  ns = {}
+  exec(head, ns)  # pylint: disable=exec-used
+  state, m = ns['step'](ns['state'], 0, ns['clips'])
+  assert {'d_loss', 'g_loss', 'mel'} <= set(m), m
+  assert all(v.shape == () for v in m.values()), m
+  assert jax.tree.structure(state) == jax.tree.structure(ns['state'])
+
+
+@pytest.mark.slow   # compiles the GAN step (~20 s); traced above
 def test_make_gan_trainer_docstring_example_runs(capsys):
   """The GAN stage on a user's own generator and clips (GANSettings, no
   experiment config), as make_gan_trainer's docstring shows."""
