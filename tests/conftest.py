@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import pathlib
-import re
 import subprocess
 import sys
 import tempfile
@@ -132,46 +130,3 @@ def smoke_summary(name: str) -> dict:
   wd, st = smoke_launch(name)
   assert st['returncode'] == 0, st['stderr']
   return json.loads((wd / 'summary.json').read_text())
-
-
-# -- xdist: a paper's smoke run and the tests that read it on one worker ------------
-# `smoke_launch` runs a paper's smoke launcher once per test run under a file
-# lock; a test on another worker that needs it would sit idle on the lock
-# (its wait counted in its duration and the worker's wall time). Under
-# `pytest -n`, the launcher's smoke test, the paper's notebook and every test
-# whose code (or fixture's) calls `smoke_launch` / `smoke_summary` for that
-# paper form one xdist group, run in turn on one worker.
-_SMOKE_CALL = re.compile(r"smoke_(?:launch|summary)\(\s*'(\w+)'")
-_SMOKE_PARAM = re.compile(
-    r'tests/test_(?:launchers|notebooks)\.py::test_(?:smoke_run_writes_the_'
-    r'run_record|notebook_runs)\[(\w+)\]$')
-
-
-def pytest_configure(config):
-  if getattr(config.option, 'dist', 'no') == 'load':
-    config.option.dist = 'loadgroup'
-
-
-def _smoke_name(item) -> str | None:
-  m = _SMOKE_PARAM.search(item.nodeid)
-  if m:
-    return m.group(1)
-  fns = [getattr(item, 'function', None)] + [
-      d.func for defs in getattr(item, '_fixtureinfo', None) and
-      item._fixtureinfo.name2fixturedefs.values() or () for d in defs]  # pylint: disable=protected-access
-  for fn in fns:
-    try:
-      m = _SMOKE_CALL.search(inspect.getsource(fn)) if fn else None
-    except (OSError, TypeError):
-      m = None
-    if m:
-      return m.group(1)
-  return None
-
-
-def pytest_collection_modifyitems(config, items):
-  del config
-  for item in items:
-    name = _smoke_name(item)
-    if name:
-      item.add_marker(pytest.mark.xdist_group(f'smoke-{name}'))

@@ -25,6 +25,7 @@ def test_notebook_runs(path, monkeypatch):
   monkeypatch.setenv('ICLRJAX_QUIET', '1')
   monkeypatch.setenv('MPLBACKEND', colab_sync.INLINE_BACKEND)
   save_to = os.environ.get('ICLRJAX_SAVE_NOTEBOOKS')
+  monkeypatch.delenv(launch.REUSE_ENV, raising=False)  # a saved one runs all
   if not save_to:
     # The notebook's smoke-size run is the launcher's smoke run of the same
     # code and config (tests/test_launchers.py checks it, once per test run):

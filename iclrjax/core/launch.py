@@ -52,8 +52,9 @@ from iclrjax.core import loop as loop_lib
 
 RUNS_ROOT_ENV = 'ICLRJAX_RUNS'
 # A folder of finished runs (`<root>/<name>/.../summary.json`) that `execute`
-# may reuse instead of recomputing: one with the same experiment, config and
-# commit is copied into the requested workdir. The test suite sets it so a
+# may reuse instead of recomputing: one with the same experiment, config,
+# clean commit, backend, device count and jax version is copied into the
+# requested workdir when that is new or empty. The test suite sets it so a
 # notebook's smoke run reuses the launcher's smoke run of the same code.
 REUSE_ENV = 'ICLRJAX_REUSE_RUNS'
 
@@ -202,18 +203,23 @@ def default_workdir(name: str, cfg_json: dict[str, Any]) -> pathlib.Path:
 
 def reusable_run(name: str, cfg_json: dict[str, Any],
                  commit: str) -> pathlib.Path | None:
-  """A finished run under $ICLRJAX_REUSE_RUNS/<name> with this config and
-  commit (a clean tree's), else None."""
+  """A finished run under $ICLRJAX_REUSE_RUNS/<name> with this config, this
+  commit (a clean tree's; its claims judged by it too), backend, device count
+  and jax version, else None."""
   root = os.environ.get(REUSE_ENV)
   if not root or commit.endswith('-dirty') or commit == 'unknown':
     return None
-  want = _flat(cfg_json)
+  want = {'commit': commit, 'backend': jax.default_backend(),
+          'devices': jax.device_count(), 'versions': {'jax': jax.__version__}}
+  flat = _flat(cfg_json)
   for path in sorted((pathlib.Path(root) / name).rglob('summary.json')):
     try:
       s = json.loads(path.read_text())
     except (OSError, ValueError):
       continue
-    if s.get('commit') == commit and _flat(s.get('config')) == want:
+    if (all(s.get(k) == v for k, v in want.items())
+        and s.get('claims_commit', commit) == commit
+        and _flat(s.get('config')) == flat):
       return path.parent
   return None
 
@@ -306,12 +312,6 @@ class Experiment:
     cfg_json = config_lib.to_dict(cfg)
     wd = pathlib.Path(workdir) if workdir is not None else (
         default_workdir(self.name, cfg_json))
-    done = reusable_run(self.name, cfg_json, code_commit())
-    if done is not None and jax.process_count() == 1:
-      logging.info('Reusing the finished run in %s (%s)', done, REUSE_ENV)
-      if done.resolve() != wd.resolve():
-        shutil.copytree(done, wd, dirs_exist_ok=True)
-      return json.loads((wd / 'summary.json').read_text())
     main_proc = jax.process_index() == 0  # only process 0 writes files
     if (wd / 'config.json').exists():
       old = _flat(json.loads((wd / 'config.json').read_text()))
@@ -324,6 +324,16 @@ class Experiment:
             f'workdir {wd} holds a run with a different config; pass a new '
             '--workdir or the same config to resume it')
       logging.info('Resuming the run in %s', wd)
+    commit = code_commit()  # the code that runs, before anyone edits it
+    done = reusable_run(self.name, cfg_json, commit)
+    if (done is not None and jax.process_count() == 1 and (
+        done.resolve() == wd.resolve() or not wd.exists()
+        or not any(wd.iterdir()))):
+      logging.warning('Reusing the finished run in %s ($%s): not recomputed',
+                      done, REUSE_ENV)
+      if done.resolve() != wd.resolve():
+        shutil.copytree(done, wd, dirs_exist_ok=True)
+      return json.loads((wd / 'summary.json').read_text())
     if main_proc:
       wd.mkdir(parents=True, exist_ok=True)
       _write_json(wd / 'config.json', cfg_json)
@@ -338,7 +348,6 @@ class Experiment:
                   wd / 'checkpoints',
                   max_to_keep=cfg.get('keep_checkpoints', 3)), mesh=mesh,
               quiet=log_lib.quiet_default() if quiet is None else quiet)
-    commit = code_commit()  # the code that runs, before anyone edits it
     t0 = time.perf_counter()
     try:
       result = self.run_fn(run)

@@ -55,14 +55,21 @@ def test_tensorboard_is_installed_with_the_package():
   assert (pathlib.Path(sys.executable).parent / 'tensorboard').exists()
 
 
+def _reusable_summary(cfg_json, commit='abc'):
+  import jax  # pylint: disable=g-import-not-at-top
+  return {'commit': commit, 'config': cfg_json,
+          'backend': jax.default_backend(), 'devices': jax.device_count(),
+          'versions': {'jax': jax.__version__}, 'claims': []}
+
+
 def test_a_finished_run_is_reused_only_at_the_same_config_and_commit(
     tmp_path, monkeypatch):
   from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
   cfg = {'seed': 0, 'net': {'width': 8}}
   run = tmp_path / 'linreg' / 'run'
   run.mkdir(parents=True)
-  (run / 'summary.json').write_text(json.dumps(
-      {'commit': 'abc', 'config': cfg}))
+  s = _reusable_summary(cfg)
+  (run / 'summary.json').write_text(json.dumps(s))
   monkeypatch.delenv(launch.REUSE_ENV, raising=False)
   assert launch.reusable_run('linreg', cfg, 'abc') is None  # not asked for
   monkeypatch.setenv(launch.REUSE_ENV, str(tmp_path))
@@ -72,3 +79,35 @@ def test_a_finished_run_is_reused_only_at_the_same_config_and_commit(
   assert launch.reusable_run('linreg', cfg, 'abd') is None
   assert launch.reusable_run('linreg', cfg, 'abc-dirty') is None
   assert launch.reusable_run('fge', cfg, 'abc') is None
+  for key, value in (('devices', 10_000), ('backend', 'tpu'),
+                     ('versions', {'jax': '0.0.1'}), ('claims_commit', 'x')):
+    (run / 'summary.json').write_text(json.dumps({**s, key: value}))
+    assert launch.reusable_run('linreg', cfg, 'abc') is None, key
+
+
+def test_execute_copies_a_reusable_run_only_into_a_new_or_empty_workdir(
+    tmp_path, monkeypatch):
+  import pytest  # pylint: disable=g-import-not-at-top
+  from configs import linreg  # pylint: disable=g-import-not-at-top
+  from experiments.linreg import EXPERIMENT  # pylint: disable=g-import-not-at-top
+  from iclrjax.core import launch  # pylint: disable=g-import-not-at-top
+  cfg = linreg.get_config('smoke')
+  cfg_json = launch.config_lib.to_dict(cfg)
+  src = tmp_path / 'root' / 'linreg' / 'run'
+  src.mkdir(parents=True)
+  s = _reusable_summary(cfg_json)
+  (src / 'summary.json').write_text(json.dumps(s))
+  (src / 'config.json').write_text(json.dumps(cfg_json))
+  monkeypatch.setattr(launch, 'code_commit', lambda: 'abc')
+  monkeypatch.setenv(launch.REUSE_ENV, str(tmp_path / 'root'))
+  assert EXPERIMENT.execute(cfg, tmp_path / 'new') == s  # nothing computed
+  (tmp_path / 'empty').mkdir()
+  assert EXPERIMENT.execute(cfg, tmp_path / 'empty') == s
+  assert json.loads((tmp_path / 'new' / 'config.json').read_text()) == cfg_json
+  # A workdir holding another run is refused, never merged into.
+  other = tmp_path / 'other'
+  other.mkdir()
+  (other / 'config.json').write_text(json.dumps({**cfg_json, 'seed': 5}))
+  with pytest.raises(launch.config_lib.ConfigError, match='different config'):
+    EXPERIMENT.execute(cfg, other)
+  assert json.loads((other / 'config.json').read_text())['seed'] == 5
