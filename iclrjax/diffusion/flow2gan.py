@@ -317,20 +317,36 @@ def _match(key: tuple) -> int:
   import ml_collections  # pylint: disable=g-import-not-at-top
   c = ml_collections.ConfigDict(c)
   target = param_count(make_generator(c, 'multi'), c)
-  lo, hi = 4, 1024
+  lo, hi = 4, 8192
   count = lambda ch: param_count(Generator(
       n_ffts=(c.single_n_fft,), hops=(c.single_hop,), channels=(ch,),
       num_layers=c.num_layers, cond_hop=c.mel_hop,
       cond_channels=c.cond_channels, cond_layers=c.cond_layers,
       time_dim=c.time_dim, hidden_factor=c.hidden_factor,
       kernel=c.kernel), c)
-  while hi - lo > 1:  # the count grows with the channels
-    mid = (lo + hi) // 2
-    if count(mid) <= target:
-      lo = mid
-    else:
-      hi = mid
-  return lo if abs(count(lo) - target) <= abs(count(hi) - target) else hi
+  # The count is quadratic in the width (every weight is width x width,
+  # width x fixed or a width vector): fit it on three widths, solve for the
+  # target and check the two widths around the root against it.
+  w3 = np.array([8.0, 16.0, 32.0])
+  coef = np.polyfit(w3, [count(int(w)) for w in w3], 2)
+  root = max(np.roots(coef - np.array([0.0, 0.0, target])).real)
+  w = int(np.clip(np.floor(root), lo, hi - 1))
+  cand = {w: count(w), w + 1: count(w + 1)}
+  exact = all(round(np.polyval(coef, k)) == n for k, n in cand.items())
+  if exact and cand[w] <= target < cand[w + 1]:
+    lo, hi = w, w + 1
+  else:  # not quadratic: bisection (the count grows with the width)
+    while hi - lo > 1:
+      mid = (lo + hi) // 2
+      if count(mid) <= target:
+        lo = mid
+      else:
+        hi = mid
+    cand = {lo: count(lo), hi: count(hi)}
+  if hi == 8192:
+    raise ValueError(f'no single-branch width up to 8192 matches the '
+                     f'multi-branch count {target}: check the config')
+  return lo if abs(cand[lo] - target) <= abs(cand[hi] - target) else hi
 
 
 _MATCH_FIELDS = ('n_ffts', 'hops', 'channels', 'num_layers', 'mel_hop',
@@ -341,7 +357,8 @@ _MATCH_FIELDS = ('n_ffts', 'hops', 'channels', 'num_layers', 'mel_hop',
 
 def match_channels(c) -> int:
   """Single-branch width whose parameter count is closest to the multi-branch
-  generator's (bisection on eval_shape counts)."""
+  generator's (eval_shape counts: the root of their quadratic in the width,
+  checked; bisection if the check fails)."""
   key = tuple((f, tuple(c[f]) if isinstance(c[f], (list, tuple)) else c[f])
               for f in _MATCH_FIELDS)
   return _match(key)
@@ -563,10 +580,12 @@ def spec_kwargs(c) -> dict[str, Any]:
 
 
 def _cosine_adamw(lr: float, c, warmup: int, total: int):
-  """Clipped AdamW (no decay) on a warm-up + cosine schedule to 0.1 lr."""
+  """Clipped AdamW (no decay) on a warm-up + cosine schedule to 0.1 lr
+  (on one raveled vector with c.flat_optimizer, `train.optimizer`)."""
   return train_lib.optimizer(lr, warmup_steps=warmup, cosine_steps=total,
                              end_factor=0.1, grad_clip=c.grad_clip, b1=c.b1,
-                             b2=c.b2, weight_decay=0.0)
+                             b2=c.b2, weight_decay=0.0,
+                             flatten=c.flat_optimizer)
 
 
 def generate(model: Generator, params: PyTree, mel: jax.Array,
@@ -728,7 +747,9 @@ class GANSettings(NamedTuple):
   disc_lr, grad_clip, b1, b2: the two clipped Adam optimisers; disc_warmup:
   discriminator-only steps before the generator moves; gan_ema_decay: the
   generator's (bias-corrected) EMA; mel_loss_n_ffts, mel_loss_n_mels: the
-  scales of the (GAN-2) mel L1.
+  scales of the (GAN-2) mel L1; flat_optimizer: both optimisers on one
+  raveled vector (`train.optimizer`'s flatten: the same updates, a ~2x
+  faster compile of the step).
   """
 
   sample_rate: int = 8000
@@ -749,6 +770,7 @@ class GANSettings(NamedTuple):
   gan_ema_decay: float = 0.97
   mel_loss_n_ffts: tuple[int, ...] = (32, 64, 128, 256, 512)
   mel_loss_n_mels: tuple[int, ...] = (5, 10, 20, 40, 80)
+  flat_optimizer: bool = False
 
 
 def gan_weights(c) -> GANWeights:

@@ -82,7 +82,7 @@ def init_state(params: PyTree, tx: optax.GradientTransformation,
 def optimizer(learning_rate: float, *, warmup_steps: int = 0,
               cosine_steps: int | None = None, end_factor: float = 0.1,
               grad_clip: float = 0.0, b1: float = 0.9, b2: float = 0.999,
-              weight_decay: float | None = None
+              weight_decay: float | None = None, flatten: bool = False
               ) -> optax.GradientTransformation:
   """The family's optimizer: global-norm clipping, then Adam on a warm-up
   schedule.
@@ -101,6 +101,11 @@ def optimizer(learning_rate: float, *, warmup_steps: int = 0,
     b1, b2: Adam's moment decays.
     weight_decay: None: `optax.adam`; a float: `optax.adamw` with it (0.0
       included: AdamW's state, Adam's updates).
+    flatten: run the chain on the parameters raveled into one vector
+      (`optax.flatten`): the same updates (the clipping norm summed in
+      another order), a few array ops per step instead of ~20 per leaf, so
+      a model with hundreds of small leaves compiles ~2x faster. Its state
+      holds flat moments (checkpoints restore only into the same choice).
 
   The optimizer state's structure follows these choices, so a checkpoint
   restores into the optimizer built with the arguments that wrote it.
@@ -116,8 +121,8 @@ def optimizer(learning_rate: float, *, warmup_steps: int = 0,
   adam = (optax.adam(lr, b1=b1, b2=b2) if weight_decay is None else
           optax.adamw(lr, b1=b1, b2=b2, weight_decay=weight_decay))
   if grad_clip > 0:
-    return optax.chain(optax.clip_by_global_norm(grad_clip), adam)
-  return adam
+    adam = optax.chain(optax.clip_by_global_norm(grad_clip), adam)
+  return optax.flatten(adam) if flatten else adam
 
 
 def make_trainer(init_params: Callable[..., PyTree], loss_fn: LossFn,
