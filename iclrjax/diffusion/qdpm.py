@@ -92,6 +92,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.special
 
 from iclrjax.diffusion import likelihood as lik
 from iclrjax.diffusion import schedules
@@ -186,8 +187,7 @@ def softround_bound_below(t: float, num_levels: int,
   k = np.arange(num_levels, dtype=np.float64)
   x = k[:, None] + t * z[None, :]                       # [K, n]
   logits = -np.square(x[..., None] - k) / (2.0 * t * t)  # [K, n, K]
-  m = logits.max(-1, keepdims=True)
-  log_z = (m + np.log(np.exp(logits - m).sum(-1, keepdims=True)))[..., 0]
+  log_z = scipy.special.logsumexp(logits, -1)             # [K, n]
   j = np.arange(num_levels)
   log_p = logits[j, :, j]                                 # [K, n]
   return -((log_p - log_z) * w).sum(-1)

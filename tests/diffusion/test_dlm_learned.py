@@ -435,9 +435,11 @@ def test_fixed_count_schedule_and_exactness():
     V = dl.vocab_size(lang)
     strings = dl.language_strings(lang)
     f = dl.oracle_logits_fn(strings, V)
+    draw = jit_optimized(lambda a, f=f, V=V: dl.sample_arrays(
+        f, jax.random.key(4), 1024, V, a))   # one program per language
     for kind in ('mdlm_fixed', 'mdlm'):
       s = dl.Sampler(kind, 16)
-      res = dl.sample(f, jax.random.key(4), 1024, V, s)
+      res = draw(dl.sampler_arrays(s))
       out[lang, kind] = float(jnp.mean(dl.is_valid(lang, res.x)))
       if kind == 'mdlm_fixed':
         want = 1.0 - np.cumsum(dl.unmask_counts(s)) / 16
