@@ -123,9 +123,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.b1 = 0.9
   c.b2 = 0.99
   c.grad_clip = 1.0
-  # The optimisers on one raveled vector (optax.flatten): the same updates
-  # (the clip norm summed in another order), the GAN step compiles ~2x
-  # faster. Off where a recorded run ran without it (default, branches).
+  # Each optimiser on its parameters raveled into one vector (optax.flatten):
+  # the same updates (the clip norm summed in another order), the GAN step
+  # compiles ~2x faster. Off in every variant but smoke (the recorded runs
+  # ran per leaf).
   c.flat_optimizer = False
   # EMA (bias-corrected): horizon 1 / (1 - d) steps, ~10% of each run.
   c.ema_decay = 0.985           # FM: 67 of 600 steps
@@ -175,8 +176,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.time_dim = 8
     c.fm_steps = 4
     c.gan_steps = 2
-    c.disc_warmup = 0            # the generator moves at step 1 (lr 0 at
-                                 # step 0, the warm-up cosine schedule)
+    c.disc_warmup = 0            # the generator moves at step 1 (its
+                                 # first update has lr 0: GANSettings)
     c.batch_size = 8             # divides 8 devices (the data axis)
     c.clip_length = 1024         # 0.13 s: the -O0 test build runs a GAN
                                  # step in 0.8 s instead of 2.8 s

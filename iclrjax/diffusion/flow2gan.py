@@ -58,7 +58,7 @@ The generator is updated only after `disc_warmup` discriminator steps, and
 the mel condition gets 0.2 u N(0, 1) noise (u ~ U(0, 1) per example).
 `discriminator_loss` (GAN-1) and `generator_loss` (GAN-2) take the weights
 as a `GANWeights`; `make_gan_trainer` builds the stage from them and a
-`GANSettings` (18 fields with defaults; the experiment's config has them
+`GANSettings` (19 fields with defaults; the experiment's config has them
 too). `GANWeights.mel_only()` zeroes the adversarial and feature-matching
 weights: the same stage then regresses the mel L1 alone without running
 the discriminators (the control of the experiment's claim (iii)).
@@ -311,31 +311,34 @@ def param_count(model: nn.Module, c) -> int:
   return int(sum(np.prod(s.shape) for s in jax.tree.leaves(shapes)))
 
 
+_MAX_WIDTH = 8192   # match_channels' search range is [4, _MAX_WIDTH]
+
+
 @functools.lru_cache(maxsize=16)
 def _match(key: tuple) -> int:
   c = dict(key)
   import ml_collections  # pylint: disable=g-import-not-at-top
   c = ml_collections.ConfigDict(c)
   target = param_count(make_generator(c, 'multi'), c)
-  lo, hi = 4, 8192
+  lo, hi = 4, _MAX_WIDTH
   count = lambda ch: param_count(Generator(
       n_ffts=(c.single_n_fft,), hops=(c.single_hop,), channels=(ch,),
       num_layers=c.num_layers, cond_hop=c.mel_hop,
       cond_channels=c.cond_channels, cond_layers=c.cond_layers,
       time_dim=c.time_dim, hidden_factor=c.hidden_factor,
       kernel=c.kernel), c)
-  # The count is quadratic in the width (every weight is width x width,
-  # width x fixed or a width vector): fit it on three widths, solve for the
-  # target and check the two widths around the root against it.
+  # The count grows with the width, as a quadratic (every weight is width x
+  # width, width x fixed or a width vector): fit it on three widths, take
+  # its smallest positive root at the target, and keep the two widths
+  # around it when their true counts bracket the target; else bisect.
   w3 = np.array([8.0, 16.0, 32.0])
-  coef = np.polyfit(w3, [count(int(w)) for w in w3], 2)
-  root = max(np.roots(coef - np.array([0.0, 0.0, target])).real)
-  w = int(np.clip(np.floor(root), lo, hi - 1))
+  coef = np.polyfit(w3, [count(int(w)) for w in w3], 2) - [0, 0, target]
+  roots = [r.real for r in np.roots(coef) if abs(r.imag) < 1e-9 < r.real]
+  w = int(np.clip(np.floor(min(roots, default=lo)), lo, hi - 1))
   cand = {w: count(w), w + 1: count(w + 1)}
-  exact = all(round(np.polyval(coef, k)) == n for k, n in cand.items())
-  if exact and cand[w] <= target < cand[w + 1]:
+  if cand[w] <= target <= cand[w + 1]:
     lo, hi = w, w + 1
-  else:  # not quadratic: bisection (the count grows with the width)
+  else:
     while hi - lo > 1:
       mid = (lo + hi) // 2
       if count(mid) <= target:
@@ -343,9 +346,10 @@ def _match(key: tuple) -> int:
       else:
         hi = mid
     cand = {lo: count(lo), hi: count(hi)}
-  if hi == 8192:
-    raise ValueError(f'no single-branch width up to 8192 matches the '
-                     f'multi-branch count {target}: check the config')
+  if not cand[lo] <= target <= cand[hi]:
+    raise ValueError(f'no single-branch width in [4, {_MAX_WIDTH}] matches '
+                     f'the multi-branch count {target} (counts {cand}): '
+                     'check the config')
   return lo if abs(cand[lo] - target) <= abs(cand[hi] - target) else hi
 
 
@@ -358,7 +362,8 @@ _MATCH_FIELDS = ('n_ffts', 'hops', 'channels', 'num_layers', 'mel_hop',
 def match_channels(c) -> int:
   """Single-branch width whose parameter count is closest to the multi-branch
   generator's (eval_shape counts: the root of their quadratic in the width,
-  checked; bisection if the check fails)."""
+  checked on the true counts; bisection where the check fails). Raises if
+  no width in [4, 8192] brackets the multi-branch count."""
   key = tuple((f, tuple(c[f]) if isinstance(c[f], (list, tuple)) else c[f])
               for f in _MATCH_FIELDS)
   return _match(key)
@@ -743,13 +748,16 @@ class GANSettings(NamedTuple):
   discriminators' init and the synthetic clips); batch_size; mel_n_fft,
   mel_hop, n_mels: the generator's log-mel condition (`condition`);
   noise_scale: sigma0 of x0; mel_noise: the condition's noise 0.2 u N(0, 1);
-  gan_steps: the length of the cosine learning-rate schedules; gen_lr,
-  disc_lr, grad_clip, b1, b2: the two clipped Adam optimisers; disc_warmup:
-  discriminator-only steps before the generator moves; gan_ema_decay: the
+  gan_steps: the length of the cosine learning-rate schedules (each opens
+  with `train.optimizer`'s one-step warm-up from 0: the discriminators'
+  first update, and the generator's at t = disc_warmup, have learning
+  rate 0); gen_lr, disc_lr, grad_clip, b1, b2: the two clipped Adam
+  optimisers; disc_warmup: discriminator-only steps before the generator's
+  updates (it first moves at t = disc_warmup + 1); gan_ema_decay: the
   generator's (bias-corrected) EMA; mel_loss_n_ffts, mel_loss_n_mels: the
-  scales of the (GAN-2) mel L1; flat_optimizer: both optimisers on one
-  raveled vector (`train.optimizer`'s flatten: the same updates, a ~2x
-  faster compile of the step).
+  scales of the (GAN-2) mel L1; flat_optimizer: each optimiser on its
+  parameters raveled into one vector (`train.optimizer`'s flatten: the
+  same updates, a ~2x faster compile of the step).
   """
 
   sample_rate: int = 8000

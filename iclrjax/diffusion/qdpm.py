@@ -187,7 +187,7 @@ def softround_bound_below(t: float, num_levels: int,
   k = np.arange(num_levels, dtype=np.float64)
   x = k[:, None] + t * z[None, :]                       # [K, n]
   logits = -np.square(x[..., None] - k) / (2.0 * t * t)  # [K, n, K]
-  log_z = scipy.special.logsumexp(logits, -1)             # [K, n]
+  log_z = scipy.special.logsumexp(logits, -1)            # [K, n]
   j = np.arange(num_levels)
   log_p = logits[j, :, j]                                 # [K, n]
   return -((log_p - log_z) * w).sum(-1)

@@ -104,8 +104,10 @@ def optimizer(learning_rate: float, *, warmup_steps: int = 0,
     flatten: run the chain on the parameters raveled into one vector
       (`optax.flatten`): the same updates (the clipping norm summed in
       another order), a few array ops per step instead of ~20 per leaf, so
-      a model with hundreds of small leaves compiles ~2x faster. Its state
-      holds flat moments (checkpoints restore only into the same choice).
+      a model with hundreds of small leaves compiles ~2x faster. Each step
+      copies the gradients and updates into and out of that vector (one
+      dtype for all leaves), and the moments lose any per-leaf sharding:
+      for replicated (data-parallel) parameters, not sharded ones.
 
   The optimizer state's structure follows these choices, so a checkpoint
   restores into the optimizer built with the arguments that wrote it.

@@ -534,19 +534,19 @@ def test_onehot_leaves_no_room_for_the_remdm_margin(exact_regime):
 # -- a short learned check: the launcher's smoke run --------------------------------------
 def test_smoke_run_learns_the_onehot_law():
   """The smoke run (a width-32 one-layer net, 150 steps; the launcher and
-  notebook tests share it) trains the one-hot MDLM to its NELBO floor and
-  to valid fixed-count samples at K = 16; the controls, the untrained
-  model and random-count ancestral sampling, fail.
-  Measured: NELBO - floor -0.011 (MC se 0.087), untrained
-  +30.9; validity fixed-count 1.000, random-count 0.531 (64 samples)."""
-  s = smoke_summary('dlm')
-  m = {k: v['mean'] for k, v in s['metrics'].items()}
-  assert _claim(s, '[onehot] the trained MDLM')['holds']
-  assert _claim(s, '[onehot] quality gate')['holds']
-  assert m['nelbo/onehot'] - m['floor_nelbo/onehot'] < 0.1
-  assert m['untrained_nelbo/onehot'] - m['floor_nelbo/onehot'] > 1.5
-  assert m['validity/onehot_mdlm_fixed_K16'] >= 0.95
-  assert m['validity/onehot_mdlm_K16'] < 0.95
+  notebook tests share it) trains the one-hot MDLM near log 16 and to
+  valid fixed-count samples at K = 16; the controls, the untrained model
+  and random-count ancestral sampling, fail. Measured: NELBO 3.001 (MC se
+  0.088; the floor with substitution 3.012, log 16 = 2.773; the notebook's
+  optimised build 2.993), untrained 33.9 (5.0 for another init draw: an
+  untrained model's NELBO varies widely); validity fixed-count 1.000,
+  random-count 0.531 (the notebook: 0.578; 64 samples)."""
+  m = {k: v['mean'] for k, v in smoke_summary('dlm')['metrics'].items()}
+  nelbo = m['nelbo/onehot']
+  assert nelbo < m['log_count/onehot'] + 0.3 + 4 * m['nelbo_se/onehot'], m
+  assert m['untrained_nelbo/onehot'] > nelbo + 1.5, m
+  assert m['validity/onehot_mdlm_fixed_K16'] > 0.9, m
+  assert m['validity/onehot_mdlm_K16'] < 0.9, m
 
 
 # -- the full default run (slow) ----------------------------------------------------------
