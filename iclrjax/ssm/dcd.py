@@ -59,9 +59,12 @@ def diag_scan(a: jax.Array, b: jax.Array, h0: jax.Array | None = None,
               method: str = 'associative') -> jax.Array:
   """h_t = a_t * h_{t-1} + b_t over the leading (time) axis; h_0 = h0 or 0.
 
-  a, b: [T, ...] (complex or real, broadcastable). Returns h [T, ...].
+  a, b: [T, ...] (complex or real, broadcastable); a, b and h0 are promoted
+  to their common dtype (a complex a with a real b gives complex h).
+  Returns h [T, ...].
   """
-  a, b = jnp.broadcast_arrays(a, b)
+  dtype = jnp.result_type(*(x for x in (a, b, h0) if x is not None))
+  a, b = jnp.broadcast_arrays(jnp.asarray(a, dtype), jnp.asarray(b, dtype))
   if h0 is not None:
     b = b.at[0].add(a[0] * h0)
   if method == 'associative':

@@ -38,6 +38,12 @@ def test_associative_scan_equals_sequential(dtype):
     ref.append(h)
   np.testing.assert_allclose(scan(a, b), np.stack(ref), atol=1e-5,
                              rtol=1e-5)
+  if dtype == jnp.complex64:  # a real b (and h0) promote to a's dtype
+    for method in ('associative', 'sequential'):
+      h = scan(a, b.real, h0.real, method=method)
+      assert h.dtype == jnp.complex64
+      np.testing.assert_allclose(
+          h, scan(a, b.real + 0j, h0.real + 0j, method=method), atol=1e-6)
 
 
 @pytest.mark.parametrize('mode', ['additive', 'multiplicative'])
