@@ -206,9 +206,8 @@ def make_step(cfg):
     mean, var, v = gp.predict_v(post, Xq, uq, kernel)
     width = jnp.where(per_user, lkgp.graphucb_width(
         V[ctx.user], penalty[ctx.user], lam, Xq), jnp.sqrt(var))
-    z = jnp.where(ts, jax.random.normal(jax.random.fold_in(ts_key, a_idx),
-                                        (k_vis,), jnp.float64), 1.0)
-    j = jnp.argmax(mean + coef * z * width)
+    j = jnp.argmax(lkgp.acquisition(mean, width, coef, ts,
+                                    jax.random.fold_in(ts_key, a_idx)))
     arm = ctx.visible[j]
     f_user = F[ctx.user]
     y = f_user[arm] + ctx.noise

@@ -1,8 +1,8 @@
 """Multi-user GP bandits on a user graph.
 
 - Laplacian Kernelized Bandit (LK-GP-UCB, LK-GP-TS and their baselines),
-  arXiv 2601.00461: `lkgp` (user kernels, the joint kernel, widths,
-  hyperparameter refits) and `envs` (graphs, reward regimes, rounds); the GP
+  arXiv 2601.00461: `lkgp` (user kernels, the joint kernel, the
+  acquisition rules (`select`), widths, hyperparameter refits) and `envs` (graphs, reward regimes, rounds); the GP
   posterior is `iclrjax.kernels.gp`.
 
 Example:
@@ -25,11 +25,12 @@ Example:
       for t in range(20):                       # LK-GP-UCB
         ctx = envs.round_context(k_rounds, t, num_users=8, num_arms=40,
                                  num_visible=5, noise_std=0.1)
-        mean, var = gp.predict(post, arms[ctx.visible],
-                               jnp.full(5, ctx.user), kernel)
-        arm = ctx.visible[jnp.argmax(mean + 2.0 * jnp.sqrt(var))]
+        j, l, var = lkgp.select(post, kernel, arms[ctx.visible], ctx.user,
+                                rule='ucb', coef=2.0)
+        arm = ctx.visible[j]
         post = gp.append(post, arms[arm], ctx.user,
-                         F[ctx.user, arm] + ctx.noise, kernel, 0.01)
+                         F[ctx.user, arm] + ctx.noise, kernel, 0.01, l=l,
+                         var=var)
         regret += F[ctx.user, ctx.visible].max() - F[ctx.user, arm]
       print('cumulative regret', float(regret))
     ```
@@ -39,13 +40,15 @@ from iclrjax.bandits import envs
 from iclrjax.bandits import lkgp
 from iclrjax.bandits.envs import (Round, er_graph, rbf_graph, rewards,
                                   round_context)
-from iclrjax.bandits.lkgp import (Algorithm, coop_user_kernel,
-                                  graphucb_width, joint_kernel, ml_grid_fit,
-                                  spectral_ratio_lam, user_kernel)
+from iclrjax.bandits.lkgp import (Algorithm, acquisition, coop_user_kernel,
+                                  graphucb_width, joint_kernel, lk_kernel,
+                                  ml_grid_fit, select, spectral_ratio_lam,
+                                  user_kernel)
 
 __all__ = [
     'envs', 'lkgp',
     'er_graph', 'rbf_graph', 'rewards', 'round_context', 'Round',
-    'Algorithm', 'user_kernel', 'joint_kernel', 'graphucb_width',
+    'Algorithm', 'user_kernel', 'joint_kernel', 'lk_kernel', 'select',
+    'acquisition', 'graphucb_width',
     'coop_user_kernel', 'ml_grid_fit', 'spectral_ratio_lam',
 ]
