@@ -122,7 +122,10 @@ class Cell:
     surrogate_scale: its slope parameter.
     w_gain: W ~ N(0, w_gain^2 / N_in).
     c_init: DGN: C ~ U(0, 2 c_init / N_in) (mean total coupling c_init).
-    c_sharpness: DGN: k of C = softplus(k c_raw) / k (`conductance`).
+    c_sharpness: DGN: k of C = softplus(k c_raw) / k (`conductance`);
+      None (default): N_in / c_init per layer (`sharpness`), the kink at
+      the initial coupling scale, where Adam moves C in its own units (k = 1
+      learns C in log space and barely moves it: `configs/dgn_snn.py`).
     rho_floor: DGN: the gate phi is the identity above it (`gate`).
     tau_adapt: ALIF: adaptation time constant; gamma = exp(-dt / tau_adapt).
     beta_adapt: ALIF: threshold increment per unit of adaptation.
@@ -136,7 +139,7 @@ class Cell:
   surrogate_scale: float = 10.0
   w_gain: float = 1.0
   c_init: float = 0.1
-  c_sharpness: float = 1.0
+  c_sharpness: float | None = None
   rho_floor: float = 0.05
   tau_adapt: float = 20.0
   beta_adapt: float = 1.0
@@ -150,10 +153,22 @@ class Cell:
     if not 0.0 <= 1.0 - self.g_l * self.dt <= 1.0:
       raise ValueError(f'need 0 <= 1 - g_l*dt <= 1, got g_l={self.g_l}, '
                        f'dt={self.dt}')
-    if not self.c_sharpness > 0.0:
-      raise ValueError(f'need c_sharpness > 0, got {self.c_sharpness}')
+    if (self.kind == 'dgn' and self.c_sharpness is None
+        and not self.c_init > 0.0):
+      raise ValueError(f'c_sharpness=None (N_in / c_init) needs c_init > 0, '
+                       f'got {self.c_init}: set c_sharpness')
+    if self.c_sharpness is not None and not self.c_sharpness > 0.0:
+      raise ValueError(f'need c_sharpness > 0 (or None: N_in / c_init), '
+                       f'got {self.c_sharpness}')
     if not 0.0 < self.rho_floor < 1.0:
       raise ValueError(f'need 0 < rho_floor < 1, got {self.rho_floor}')
+
+  def sharpness(self, n_in: int) -> float:
+    """DGN's k for a layer with n_in presynaptic lines (rows of c_raw):
+    c_sharpness, or N_in / c_init when it is None."""
+    if self.c_sharpness is not None:
+      return self.c_sharpness
+    return n_in / self.c_init
 
   @property
   def beta(self) -> float:
@@ -175,7 +190,7 @@ class Cell:
       # C in (0, 2 c_init / N_in]: 1 - U[0, 1) is never 0, so c_raw is finite.
       c = (2.0 * self.c_init / n_in) * (
           1.0 - jax.random.uniform(kc, (n_in, n_out)))
-      p['c_raw'] = inverse_conductance(c, self.c_sharpness)
+      p['c_raw'] = inverse_conductance(c, self.sharpness(n_in))
     if self.kind == 'plif':
       b = min(max(self.beta, 1e-4), 1 - 1e-4)
       p['a'] = jnp.full((n_out,), math.log(b / (1.0 - b)))
@@ -199,11 +214,17 @@ class Cell:
     zero = jnp.zeros((n_out,), dtype)
     return State(zero, zero, zero, zero, zero)
 
-  def project(self, params: Params, s: jax.Array
+  def project(self, params: Params, s: jax.Array, n_pre: int | None = None
               ) -> tuple[jax.Array, jax.Array]:
-    """Presynaptic spikes s [..., N_in] -> (s W, s C) [..., N_out]."""
+    """Presynaptic spikes s [..., N_in] -> (s W, s C) [..., N_out].
+
+    n_pre: the layer's presynaptic lines, which set DGN's default
+    sharpness (`sharpness`); None: the rows of params['c_raw'] (pass the
+    whole layer's when params are a slice, as `run_layer` does).
+    """
     if self.kind == 'dgn':
-      sc = s @ conductance(params['c_raw'], self.c_sharpness)
+      k = self.sharpness(params['c_raw'].shape[0] if n_pre is None else n_pre)
+      sc = s @ conductance(params['c_raw'], k)
     else:
       sc = jnp.zeros(s.shape[:-1] + params['w'].shape[1:], s.dtype)
     return s @ params['w'], sc
@@ -259,12 +280,13 @@ def run_layer(cell: Cell, params: Params, spikes: jax.Array,
     state = cell.init_state(n_out, spikes.dtype)
   p_in = {k: (v[:n_in] if k in _SYNAPSES else v) for k, v in params.items()}
   p_rec = {k: v[n_in:] for k, v in params.items() if k in _SYNAPSES}
-  iw, ic = cell.project(p_in, spikes)
+  n_pre = params['w'].shape[0]   # the layer's lines: DGN's default k
+  iw, ic = cell.project(p_in, spikes, n_pre)
 
   def body(st, inp):
     iw_t, ic_t, xi = inp
     if recurrent:
-      rw, rc = cell.project(p_rec, st.z)
+      rw, rc = cell.project(p_rec, st.z, n_pre)
       iw_t, ic_t = iw_t + rw, ic_t + rc
     st, (z, v) = cell.step_projected(params, st, iw_t, ic_t, xi)
     if not with_decay:

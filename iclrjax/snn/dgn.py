@@ -83,7 +83,7 @@ def single_neuron_stats(cell: cells.Cell, w: jax.Array, c: jax.Array,
   params = {'w': jnp.full((num_pre, 1), w)}
   if cell.kind == 'dgn':
     params['c_raw'] = cells.inverse_conductance(jnp.full((num_pre, 1), c),
-                                                cell.c_sharpness)
+                                                cell.sharpness(num_pre))
   if cell.kind == 'plif':
     params['a'] = jnp.full((1,), jnp.log(cell.beta / (1 - cell.beta)))
   spikes = jnp.full((steps, num_pre), rate)

@@ -22,11 +22,11 @@ def numpy_gate(x, floor=0.05):
 
 
 def numpy_layer(kind, p, s, xi, *, dt=1.0, g_l=0.1, tau_syn=5.0, theta=1.0,
-                tau_adapt=20.0, beta_adapt=1.0, recurrent=False):
+                tau_adapt=20.0, beta_adapt=1.0, recurrent=False, k=1.0):
   """The equations of the module docstring, one line each, in float64."""
   p = {k: np.asarray(v, np.float64) for k, v in p.items()}
   if 'c_raw' in p:
-    p['c'] = np.logaddexp(0.0, p['c_raw'])             # C = softplus(c_raw)
+    p['c'] = np.logaddexp(0.0, k * p['c_raw']) / k     # softplus(k c_raw) / k
   alpha = math.exp(-dt / tau_syn)
   beta = 1.0 - g_l * dt
   gamma = math.exp(-dt / tau_adapt)
@@ -79,7 +79,8 @@ def test_layer_matches_numpy_transcription(kind, recurrent):
     p['a'] = jnp.linspace(0.5, 3.0, N_OUT)
   z, v = jax.jit(lambda p: cells.run_layer(cell, p, jnp.asarray(s),
                                            jnp.asarray(xi), recurrent))(p)
-  z_ref, v_ref = numpy_layer(kind, p, s, xi, recurrent=recurrent)
+  z_ref, v_ref = numpy_layer(kind, p, s, xi, recurrent=recurrent,
+                             k=n_pre / 0.5)   # the default N_in / c_init
   assert 0.02 < z_ref.mean() < 0.6  # The test exercises spikes and resets.
   np.testing.assert_array_equal(np.asarray(z), z_ref)
   np.testing.assert_allclose(np.asarray(v), v_ref, rtol=1e-4, atol=1e-4)
@@ -145,12 +146,17 @@ def test_conductance_is_nonnegative_softplus_with_exact_inverse():
       np.logaddexp(0.0, 300.0 * np.asarray(c_raw, np.float64)) / 300.0,
       rtol=1e-5, atol=1e-12)
   # Initial couplings: C in (0, 2 c_init / N_in], mean c_init / N_in.
-  p = cells.Cell(kind='dgn', c_init=0.2).init_params(jax.random.key(0), 50,
-                                                      400)
-  c0 = np.asarray(cells.conductance(p['c_raw']))
-  assert np.isfinite(np.asarray(p['c_raw'])).all()
-  assert c0.min() > 0 and c0.max() <= 2 * 0.2 / 50 * (1 + 1e-5)
-  assert c0.mean() == pytest.approx(0.2 / 50, rel=0.02)
+  # The default k is N_in / c_init (250 here); k = 1 as well.
+  for k in (None, 1.0):
+    cell = cells.Cell(kind='dgn', c_init=0.2, c_sharpness=k)
+    assert cell.sharpness(50) == (k or 50 / 0.2)
+    p = cell.init_params(jax.random.key(0), 50, 400)
+    c0 = np.asarray(cells.conductance(p['c_raw'], cell.sharpness(50)))
+    assert np.isfinite(np.asarray(p['c_raw'])).all()
+    assert c0.min() > 0 and c0.max() <= 2 * 0.2 / 50 * (1 + 1e-5)
+    assert c0.mean() == pytest.approx(0.2 / 50, rel=0.02)
+  with pytest.raises(ValueError, match='c_init > 0'):
+    cells.Cell(kind='dgn', c_init=0.0)
 
 
 def test_gate_is_the_paper_update_above_the_floor_and_smooth_below():
@@ -179,7 +185,8 @@ def test_conductance_gradient_does_not_die_where_a_clip_would_pin_rho():
   cell = cells.Cell(kind='dgn', w_gain=1.0)
   s = jnp.ones((20, N_IN))
   p = cell.init_params(jax.random.key(4), N_IN, N_OUT)
-  p = {**p, 'c_raw': cells.inverse_conductance(jnp.full((N_IN, N_OUT), 0.5))}
+  p = {**p, 'c_raw': cells.inverse_conductance(jnp.full((N_IN, N_OUT), 0.5),
+                                              cell.sharpness(N_IN))}
 
   def v_last(c_raw):
     _, v = cells.run_layer(cell, {**p, 'c_raw': c_raw}, s)
