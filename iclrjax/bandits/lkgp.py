@@ -13,12 +13,16 @@ the base kernel K_x, the width and the acquisition rule:
   indep_gp_ucb     I (independent users)        RBF     UCB
   indep_gp_ts      I                            RBF     TS
   pooled_gp_ucb    1 1^T (one shared function)  RBF     UCB
+  shared_gp_ucb_ml a 1 1^T + (1 - a) I, a refitted by type-II maximum
+                   likelihood on a grid every k rounds (the non-graph kernel
+                   between independent and pooled)  RBF     UCB
   goblin           (I + L)^{-1} (GOB.Lin)       linear  UCB
   graphucb         (L + rho I)^{-1}, per-user width      linear  UCB
   coop_kernelucb   exp(-MMD^2 / tau) of the users' (x, y) samples, re-
                    estimated every k rounds                 RBF   UCB
   peruser_linucb   I                            linear  UCB
   pooled_linucb    1 1^T                        linear  UCB
+  lk_gp_ucb_rbflin (L + rho I)^{-1}             RBF + linear   UCB
   *_permuted       LK on the graph with its users shuffled (an ablation:
                    the same spectrum, the wrong neighbours); *_permuted2 on a
                    second, independent shuffle (its null control)
@@ -72,11 +76,12 @@ class Algorithm:
   acquisition rule, width and hyperparameter refit (`ALGORITHMS`)."""
 
   user_kernel: str   # 'laplacian' | 'gob' | 'independent' | 'pooled' |
-                     # 'permuted' | 'permuted2' | 'coop'
-  base_kernel: str   # 'rbf' | 'linear'
+                     # 'shared' | 'permuted' | 'permuted2' | 'coop'
+  base_kernel: str   # 'rbf' | 'linear' | 'rbf_linear' (their sum)
   rule: str          # 'ucb' | 'ts'
   width: str = 'joint'   # 'joint' (GP variance) | 'per_user' (GraphUCB)
-  refit: str = 'none'    # 'none' | 'ml' (grid type-II ML) | 'coop' (MMD)
+  refit: str = 'none'    # 'none' | 'ml' (grid type-II ML of rho and the
+                         # lengthscale) | 'ml_shared' (of a) | 'coop' (MMD)
 
 
 ALGORITHMS = {
@@ -86,6 +91,8 @@ ALGORITHMS = {
     'indep_gp_ucb': Algorithm('independent', 'rbf', 'ucb'),
     'indep_gp_ts': Algorithm('independent', 'rbf', 'ts'),
     'pooled_gp_ucb': Algorithm('pooled', 'rbf', 'ucb'),
+    'shared_gp_ucb_ml': Algorithm('shared', 'rbf', 'ucb', refit='ml_shared'),
+    'lk_gp_ucb_rbflin': Algorithm('laplacian', 'rbf_linear', 'ucb'),
     'goblin': Algorithm('gob', 'linear', 'ucb'),
     'graphucb': Algorithm('laplacian', 'linear', 'ucb', width='per_user'),
     'coop_kernelucb': Algorithm('coop', 'rbf', 'ucb', refit='coop'),
@@ -98,12 +105,15 @@ ALGORITHMS = {
 
 
 def user_kernel(kind: str, W: jax.Array, rho: float | jax.Array,
-                perm: jax.Array | None = None) -> jax.Array:
+                perm: jax.Array | None = None,
+                share: float | jax.Array = 0.5) -> jax.Array:
   """K_G of an algorithm, normalised to mean diagonal 1.
 
   'permuted' (and 'permuted2', given another `perm`) is the Laplacian
   kernel of W with its users relabelled by `perm` (`W[perm][:, perm]`);
-  'coop' starts independent (no data yet).
+  'shared' is share 1 1^T + (1 - share) I (no graph: every pair of users
+  correlates by `share`; 0 independent, 1 pooled); 'coop' starts
+  independent (no data yet).
   """
   n = W.shape[0]
   if kind == 'laplacian':
@@ -116,6 +126,8 @@ def user_kernel(kind: str, W: jax.Array, rho: float | jax.Array,
     K = jnp.eye(n, dtype=W.dtype)
   elif kind == 'pooled':
     K = jnp.ones((n, n), dtype=W.dtype)
+  elif kind == 'shared':
+    K = share + (1.0 - share) * jnp.eye(n, dtype=W.dtype)
   else:
     raise ValueError(f'unknown user kernel {kind!r}')
   return kernels.normalize_mean_diag(K)
@@ -261,19 +273,21 @@ def coop_user_kernel(post: gp.Posterior, num_users: int,
 
 # -- hyperparameters ---------------------------------------------------------------------
 def ml_grid_fit(post: gp.Posterior, W: jax.Array, noise_var: jax.Array,
-                rho_grid: jax.Array, lengthscale_grid: jax.Array
-                ) -> tuple[jax.Array, jax.Array]:
+                rho_grid: jax.Array, lengthscale_grid: jax.Array,
+                kind: str = 'laplacian') -> tuple[jax.Array, jax.Array]:
   """(rho, lengthscale) on the grid maximising log p(y_t | rho, l).
 
-  Type-II maximum likelihood of the LK-GP prior K_G(rho) (x) RBF(l) with
-  the noise variance fixed; one Cholesky of the stored Gram per grid point
-  (`gp.log_marginal_likelihood`), evaluated with `lax.map` to bound memory.
+  Type-II maximum likelihood of the prior K_G(rho) (x) RBF(l) with the
+  noise variance fixed, K_G = `user_kernel(kind, W, rho)` (for 'shared'
+  the grid's rho is the share a of a 1 1^T + (1 - a) I); one Cholesky of
+  the stored Gram per grid point (`gp.log_marginal_likelihood`), evaluated
+  with `lax.map` to bound memory.
   """
   R, Ls = jnp.meshgrid(rho_grid, lengthscale_grid, indexing='ij')
   R, Ls = R.ravel(), Ls.ravel()
 
   def lml(p):
-    K_users = user_kernel('laplacian', W, p[0])
+    K_users = user_kernel(kind, W, p[0], share=p[0])
     return gp.log_marginal_likelihood(
         post, joint_kernel(K_users, 1.0, 0.0, p[1]), noise_var)
 

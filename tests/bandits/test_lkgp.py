@@ -74,7 +74,10 @@ def test_user_kernels():
   np.testing.assert_allclose(lkgp.user_kernel('coop', W, 0.1), np.eye(6))
   np.testing.assert_allclose(lkgp.user_kernel('pooled', W, 0.1),
                              np.ones((6, 6)))
-  for kind in ('laplacian', 'gob', 'independent', 'pooled'):
+  for a in (0.0, 0.3, 1.0):  # between independent (0) and pooled (1)
+    np.testing.assert_allclose(lkgp.user_kernel('shared', W, 0.1, share=a),
+                               a * np.ones((6, 6)) + (1 - a) * np.eye(6))
+  for kind in ('laplacian', 'gob', 'independent', 'pooled', 'shared'):
     assert abs(np.mean(np.diag(lkgp.user_kernel(kind, W, 0.1))) - 1) < 1e-12
 
 
@@ -263,8 +266,8 @@ def test_each_algorithm_picks_its_rules_argmax(smoke_run, t):
       post = jax.tree.map(lambda x, r=r, a=a: x[r, a], before.post)
       lam = float(before.lam[r, a])
       kernel = lkgp.joint_kernel(before.K_users[r, a],
-                                 float(algo.base_kernel == 'rbf'),
-                                 float(algo.base_kernel == 'linear'),
+                                 float(algo.base_kernel != 'linear'),
+                                 float(algo.base_kernel != 'rbf'),
                                  float(before.lengthscale[r, a]))
       mean, var = gp.full_posterior(post.X[:t], post.u[:t], post.y[:t], Xq,
                                     uq, kernel, lam)
@@ -317,14 +320,20 @@ def test_schedule_refits_exactly_then_freezes_lam(smoke_run):
 
 
 def test_refits_change_only_their_algorithms(smoke_run):
-  """At round 10 LK-GP-UCB-ML takes grid hyperparameters and COOP an MMD
-  user kernel; every other algorithm keeps its K_G and lengthscale."""
+  """At round 10 LK-GP-UCB-ML takes grid hyperparameters, the shared
+  kernel a grid share and COOP an MMD user kernel; every other algorithm
+  keeps its K_G and lengthscale."""
   cfg, states = smoke_run
   b, a = states[cfg.refit_every - 1], states[cfg.refit_every]
   for i, name in enumerate(cfg.algorithms):
     changed = not np.allclose(a.K_users[:, i], b.K_users[:, i])
     refit = lkgp.ALGORITHMS[name].refit
-    assert changed == (refit != 'none') or refit == 'ml', name
+    assert changed == (refit != 'none') or refit in ('ml', 'ml_shared'), (
+        name)
+    if refit == 'ml_shared':
+      assert set(np.asarray(a.rho[:, i])) <= set(cfg.shared_grid), name
+      K = np.asarray(a.K_users[:, i])
+      np.testing.assert_allclose(K[:, 0, 1], np.asarray(a.rho[:, i]))
     if refit == 'ml':
       assert set(np.asarray(a.rho[:, i])) <= set(cfg.ml_rho_grid)
       assert set(np.asarray(a.lengthscale[:, i])) <= set(
@@ -370,7 +379,7 @@ def test_claims_hold_when_lk_wins_and_their_controls_fail():
                 'goblin': 30.0 if reg == 'linear_gob' else 100.0}
           for reg in cfg.regimes}
   claims = exp.evaluate_claims(cfg, _cum(cfg, good))
-  assert len(claims) == 7
+  assert len(claims) == 8
   for c in claims:
     if '[linear_gob]' in c.claim:
       assert not c.holds and c.control.endswith('(fails)'), c   # 50/30 > 1.3
@@ -378,12 +387,21 @@ def test_claims_hold_when_lk_wins_and_their_controls_fail():
       assert c.holds and c.control.endswith('(fails)'), c
   # The LK algorithm loses to one rival in most seeds: the claim fails.
   bad = {reg: dict(v, graphucb=45.0) for reg, v in good.items()}
-  for c in exp.evaluate_claims(cfg, _cum(cfg, bad))[:3]:
+  for c in exp.evaluate_claims(cfg, _cum(cfg, bad))[:4]:
     assert not c.holds, c
+  # The fitted non-graph kernel is a rival: beating the paper's baselines
+  # is not enough.
+  shared = {reg: dict(v, shared_gp_ucb_ml=45.0) for reg, v in good.items()}
+  for c in exp.evaluate_claims(cfg, _cum(cfg, shared))[:4]:
+    assert not c.holds and 'shared_gp_ucb_ml' in c.claim, c
+  # LK on the permuted graph doing as well passes the control.
+  perm = {reg: dict(v, lk_gp_ucb_permuted=50.0) for reg, v in good.items()}
+  for c in exp.evaluate_claims(cfg, _cum(cfg, perm))[:4]:
+    assert c.holds and c.control.endswith('(passes)'), c
   # Within 15% of pooled but winning every seed: fails the margin.
   close = {reg: dict(v, lk_gp_ucb=90.0, lk_gp_ucb_ml=90.0)
            for reg, v in good.items()}
-  for c in exp.evaluate_claims(cfg, _cum(cfg, close, spread=0.1))[:3]:
+  for c in exp.evaluate_claims(cfg, _cum(cfg, close, spread=0.1))[:4]:
     assert not c.holds and '10.0% below pooled' in c.evidence, c
   # The graph claims (paired CIs): a permutation no worse than the true
   # graph fails them.
@@ -396,14 +414,15 @@ def test_claims_hold_when_lk_wins_and_their_controls_fail():
 def test_smoke_launcher_run_records_claims_controls_and_plots():
   summary = smoke_summary('lkgp_bandit')   # the launcher test's run
   wd, _ = smoke_launch('lkgp_bandit')
-  assert len(summary['claims']) == 7
+  assert len(summary['claims']) == 8
   for c in summary['claims']:
     assert c['control'], c
   m = summary['metrics']
   assert len(m['cumulative_regret/lk_gp_ucb']['per_seed']) == 2
   assert set(m['gp_draw_misspec/rho/lk_gp_ucb_ml']['per_seed']) <= {0.1, 1.0}
   for name in ('cumulative_regret_gp_draw', 'cumulative_regret_linear_gob',
-               'cumulative_regret_gp_draw_misspec', 'rho_lk_gp_ucb_ml'):
+               'cumulative_regret_gp_draw_misspec', 'rho_lk_gp_ucb_ml',
+               'share_shared_gp_ucb_ml'):
     assert (wd / 'plots' / f'{name}.png').exists(), name
 
 
