@@ -15,20 +15,25 @@ axis of `core.loop` and each neuron type is one phase. Evaluation: accuracy
 on the test split clean, with spikes inserted (probability p per input
 neuron and step), deleted (fraction), jittered (Gaussian, in steps) and with
 Gaussian current noise on every spiking neuron's membrane; retention =
-perturbed / clean accuracy.
+(perturbed - chance) / (clean - chance). LIF, PLIF and DGN are also
+trained under current noise (`noise_trained`, `train_noise`) and evaluated
+the same way: the paper's robustness is trained behaviour under noise.
 
 Stochastic stability on the trained networks (`snn.dgn.
 matched_rate_noise_stats`): the first spiking layer of every trained network
 (per seed), on test examples plus the same Gaussian current-noise draws, its
 input gain set by bisection so that it fires at `layer_noise.target_rate`;
 the membrane variance over noise draws is compared between DGN and LIF, and
-against the trained DGN with its conductance removed (C = 0, the control).
+against the trained DGN layer with C = 0 and a static leak at DGN's
+measured mean decay (the control: a constant decay as low as DGN's average
+one, no gate); the layer with C = 0 alone (LIF by construction) is
+reported beside it.
 The one-neuron closed-form check (`snn.dgn.stability`) is recorded beside it
 in `extra`, once (it has no seeds).
 
 Every claim carries a control that would fail it: the PLIF network (a
 trained learnable-decay neuron without the dynamic gate) in DGN's place for
-the accuracy and robustness claims, the C = 0 ablation for stability.
+the accuracy and robustness claims, the static leak for stability.
 """
 
 from __future__ import annotations
@@ -69,21 +74,44 @@ VAR_RATIO = 0.9
 RATE_TOLERANCE = 0.1
 CONTROL = 'plif'  # The trained network put in DGN's place as a control.
 ABLATION = 'dgn_c0'  # The trained DGN layer with C = 0.
+# The trained DGN layer with C = 0 and a static leak at DGN's measured mean
+# decay: the stability claim's control.
+STATIC = 'dgn_static'
+NOISY = '_noisy'  # the suffix of the arms trained under current noise
+
+
+def retention(perturbed, clean, chance: float):
+  """Chance-corrected retention (perturbed - chance) / (clean - chance):
+  1 keeps all of the accuracy above chance, 0 falls to chance."""
+  return (perturbed - chance) / (clean - chance)
 
 
 # -- training and evaluation ----------------------------------------------------------
 def make_trainer(net: network.SNN, train_x: jax.Array,
-                 c: ml_collections.ConfigDict, num_steps: int):
+                 c: ml_collections.ConfigDict, num_steps: int,
+                 train_noise: float = 0.0):
   """init(key) -> TrainState; step(state, t, (x, y)) -> (state, metrics).
 
   Cross-entropy on the readout logits, BPTT through the whole sequence,
   Adam with a cosine decay over `num_steps`. `train_x` gives the input
   shape; the split goes to `step` as `r.train(..., data=(train_x, train_y))`.
+  train_noise > 0: Gaussian current noise of that std on every spiking
+  neuron's membrane in training (fresh draws per step and example), as
+  the evaluation's 'current' perturbation applies it.
   """
   tx = optax.adam(optax.cosine_decay_schedule(c.learning_rate, num_steps))
-  return supervised.make_classifier_trainer(
-      lambda k: net.init(k, train_x.shape[-1]),
-      jax.vmap(net.apply, in_axes=(None, 0)), tx, c.batch_size)
+  init = lambda k: net.init(k, train_x.shape[-1])
+  if train_noise <= 0:
+    return supervised.make_classifier_trainer(
+        init, jax.vmap(net.apply, in_axes=(None, 0)), tx, c.batch_size)
+
+  def noisy(params, x, key):
+    keys = jax.random.split(key, x.shape[0])
+    return jax.vmap(lambda xi, ki: net.apply(
+        params, xi, key=ki, current_noise=train_noise))(x, keys)
+
+  return supervised.make_classifier_trainer(init, noisy, tx, c.batch_size,
+                                            keyed=True)
 
 
 def make_evaluator(net: network.SNN, eval_batch: int):
@@ -153,17 +181,20 @@ def make_evaluator(net: network.SNN, eval_batch: int):
   return evaluate
 
 
-def make_noise_analysis(net: network.SNN, c: ml_collections.ConfigDict):
+def make_noise_analysis(net: network.SNN, c: ml_collections.ConfigDict,
+                        cell: cells.Cell | None = None):
   """analyse(layer params [S, ...], x [B, T, C], key) -> dict of [S] arrays.
 
   `dgn.matched_rate_noise_stats` of the first spiking layer, vmapped over
-  seeds, with `c.layer_noise`'s noise, target rate and bisection.
+  seeds, with `c.layer_noise`'s noise, target rate and bisection; `cell`:
+  another neuron in the layer's place (default the network's).
   """
   s = c.layer_noise
+  cell = cell or net.cell
 
   def one(p, x, key):
     return dgn.matched_rate_noise_stats(
-        net.cell, p, x, s.noise, key, s.target_rate, s.repeats, s.burn_in,
+        cell, p, x, s.noise, key, s.target_rate, s.repeats, s.burn_in,
         net.recurrent, s.log2_gain_range, s.bisection_steps)
 
   return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
@@ -290,12 +321,16 @@ def config_schema() -> dict[str, cfg_lib.Spec]:
       'stability.steps': cfg_lib.Int(min=2),
       'stability.burn_in': cfg_lib.Int(min=0),
       'stability.trials': cfg_lib.Int(min=1),
+      'noise_trained': cfg_lib.Seq(item=cfg_lib.Choice(*cells.CELLS)),
+      'train_noise': nonneg,
       'steps_per_chunk': cfg_lib.Int(min=1),
       'log_every': cfg_lib.Int(min=1),
   }
 
 
 def check_config(c: ml_collections.ConfigDict) -> None:
+  cfg_lib.check(not c.noise_trained or c.train_noise > 0, 'train_noise',
+                c.train_noise, 'must be > 0 when noise_trained names cells')
   cfg_lib.check(c.g_l * c.dt <= 1.0, 'g_l', c.g_l,
                 f'need g_l * dt <= 1 (dt={c.dt}) so the decay 1 - g_l dt '
                 'is in [0, 1]')
@@ -335,23 +370,30 @@ def run(r: launch.Run) -> launch.Result:
   noise_key = jax.random.key(cfg.seed + 777)
   noise_x = test_x[:cfg.layer_noise.examples]
   host = lambda a: np.asarray(distributed.to_host(a))
-  for kind in cfg.cells:
+  chance = 1.0 / spk.num_classes
+  arms = [(kind, kind, 0.0) for kind in cfg.cells] + [
+      (kind, kind + NOISY, cfg.train_noise) for kind in cfg.noise_trained]
+  dgn_net = dgn_layer = None
+  for kind, name, train_noise in arms:
     net = dgn.make_network(kind, spk.num_classes, cfg)
-    init, step = make_trainer(net, train_x, cfg, steps)
+    init, step = make_trainer(net, train_x, cfg, steps, train_noise)
     out = r.train(init, step, num_steps=steps, data=(train_x, train_y),
-                  chunk_size=min(cfg.steps_per_chunk, steps), phase=kind,
+                  chunk_size=min(cfg.steps_per_chunk, steps), phase=name,
                   log_every=cfg.log_every, postfix_keys=('loss', 'accuracy'))
     params = out.state.params
     evaluate = make_evaluator(net, cfg.eval_batch)
     acc = {k: host(v) for k, v in evaluate(
         params, test_x, test_y, dict(cfg.perturbations), eval_key).items()}
     clean = acc.pop('clean')
-    metrics[f'acc_clean/{kind}'] = clean
-    curves[kind] = acc  # kind -> [S, P]
+    metrics[f'acc_clean/{name}'] = clean
+    curves[name] = acc  # name -> [S, P]
     for pkind, levels in cfg.perturbations.items():
       for j, lv in enumerate(levels):
-        metrics[f'acc_{pkind}_{lv:g}/{kind}'] = acc[pkind][:, j]
-        metrics[f'retention_{pkind}_{lv:g}/{kind}'] = acc[pkind][:, j] / clean
+        metrics[f'acc_{pkind}_{lv:g}/{name}'] = acc[pkind][:, j]
+        metrics[f'retention_{pkind}_{lv:g}/{name}'] = retention(
+            acc[pkind][:, j], clean, chance)
+    if train_noise > 0:  # traces and the layer analysis: clean training
+      continue
     v, z, rates = first_layer_traces(net, params, test_x[0])
     traces[kind] = (v[0], z[0])
     metrics[f'rate_hidden/{kind}'] = rates
@@ -360,13 +402,26 @@ def run(r: launch.Run) -> launch.Result:
     variants = {kind: layer}
     if kind == 'dgn':
       variants[ABLATION] = jax.vmap(dgn.without_conductance)(layer)
-    for name, p in variants.items():
+      dgn_net, dgn_layer = net, variants[ABLATION]
+    for vname, p in variants.items():
       for k, v in analyse(p, noise_x, noise_key).items():
         # LIF / ALIF / C = 0 decay is beta by construction: not a metric.
-        if k != 'decay' or name in ('dgn', 'plif'):
-          metrics[f'noise_{k}/{name}'] = host(v)
+        if k != 'decay' or vname in ('dgn', 'plif'):
+          metrics[f'noise_{k}/{vname}'] = host(v)
+  if dgn_net is not None:
+    # The static-leak control: DGN's trained first layer with C = 0 and a
+    # constant leak at DGN's measured mean decay (seed mean), an LIF cell.
+    d = float(np.mean(metrics['noise_decay/dgn']))
+    static = dataclasses.replace(dgn_net.cell, kind='lif',
+                                 g_l=(1.0 - d) / cfg.dt)
+    for k, v in make_noise_analysis(dgn_net, cfg, static)(
+        dgn_layer, noise_x, noise_key).items():
+      if k != 'decay':
+        metrics[f'noise_{k}/{STATIC}'] = host(v)
+    metrics[f'noise_static_decay/{STATIC}'] = np.full(
+        cfg.num_seeds, 1.0 - static.g_l * static.dt)
   if 'dgn' in cfg.cells and 'lif' in cfg.cells:
-    for name in ('dgn', ABLATION):
+    for name in ('dgn', ABLATION, STATIC):
       metrics[f'noise_var_ratio/{name}_vs_lif'] = (
           metrics[f'noise_var_v/{name}'] / metrics['noise_var_v/lif'])
   _plots(r, cfg, curves, metrics, traces)
@@ -386,10 +441,10 @@ def _plots(r, cfg, curves, metrics, traces) -> None:
   for pkind, levels in cfg.perturbations.items():
     lv = np.array([0.0, *levels])
     series = []
-    for kind in cfg.cells:
-      acc = np.concatenate([metrics[f'acc_clean/{kind}'][:, None],
-                            curves[kind][pkind]], 1)  # [S, 1 + P]
-      series.append((kind, lv, acc.T))
+    for name in curves:  # the arms, clean- and noise-trained
+      acc = np.concatenate([metrics[f'acc_clean/{name}'][:, None],
+                            curves[name][pkind]], 1)  # [S, 1 + P]
+      series.append((name, lv, acc.T))
     plots.plot_series(series, r.plots_dir / f'accuracy_vs_{pkind}.png',
                       title=f'test accuracy vs {pkind} strength '
                       '(applied at evaluation only)',
@@ -410,11 +465,13 @@ def _plots(r, cfg, curves, metrics, traces) -> None:
   fig.tight_layout()
   fig.savefig(r.plots_dir / 'membrane_traces.png', dpi=120, bbox_inches='tight')
   plt.close(fig)
-  names = [n for n in (*cfg.cells, ABLATION) if f'noise_var_v/{n}' in metrics]
+  names = [n for n in (*cfg.cells, ABLATION, STATIC)
+           if f'noise_var_v/{n}' in metrics]
   fig, ax = plt.subplots(figsize=(6, 3))
   for i, n in enumerate(names):
     v = metrics[f'noise_var_v/{n}']
-    ax.bar(i, v.mean(), color='C0' if n != ABLATION else 'C3', alpha=0.6)
+    ax.bar(i, v.mean(), color='C3' if n in (ABLATION, STATIC) else 'C0',
+           alpha=0.6)
     ax.plot(np.full(v.shape, i), v, 'k.', ms=4)
   ax.set_xticks(range(len(names)), names)
   ax.set_ylabel('Var(V) over noise draws')
@@ -450,12 +507,13 @@ def _margin_claim(claim: str, m, key: str, base: str, margin: float
       control=control)
 
 
-def _retention_wins(cfg, m, kind: str) -> list[tuple[str, float, float]]:
+def _retention_wins(cfg, m, kind: str, base: str = 'lif'
+                    ) -> list[tuple[str, float, float]]:
   pairs = []
   for pkind in PERTURBATIONS:
     for lv in cfg.perturbations.get(pkind, ()):
       a = m.get(f'retention_{pkind}_{lv:g}/{kind}')
-      b = m.get(f'retention_{pkind}_{lv:g}/lif')
+      b = m.get(f'retention_{pkind}_{lv:g}/{base}')
       if a is not None and b is not None:
         pairs.append((f'{pkind} {lv:g}', float(np.mean(a)),
                       float(np.mean(b))))
@@ -487,20 +545,27 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
         f'Under {pkind} {lv:g} at evaluation: DGN >= LIF + '
         f'{PERTURBED_MARGIN:.2f}.', m, f'acc_{pkind}_{lv:g}', 'lif',
         PERTURBED_MARGIN))
-  pairs = _retention_wins(cfg, m, 'dgn')
-  if pairs:
+  retention_text = ('retention = (perturbed - chance) / (clean - chance), '
+                    'chance 1 / classes')
+  for suffix, trained in (('', ''), (NOISY, (
+      f' Both trained under Gaussian current noise of std '
+      f'{cfg.train_noise:g} (the paper\'s robustness is trained behaviour '
+      'under noise).'))):
+    pairs = _retention_wins(cfg, m, 'dgn' + suffix, 'lif' + suffix)
+    if not pairs:
+      continue
     wins = sum(d > l for _, d, l in pairs)
     control = ''
-    ctrl = _retention_wins(cfg, m, CONTROL)
+    ctrl = _retention_wins(cfg, m, CONTROL + suffix, 'lif' + suffix)
     if ctrl:
       cw = sum(p > l for _, p, l in ctrl)
       control = launch.control_text(
           f'{CONTROL.upper()} retention against LIF\'s',
           f'higher at {cw}/{len(ctrl)} levels', cw > len(ctrl) / 2)
     claims.append(launch.Claim(
-        claim=('Robustness: DGN retains more of its clean accuracy than LIF '
-               '(retention = perturbed / clean) at most perturbation '
-               'levels.'),
+        claim=(f'Robustness{" (noise-trained)" if suffix else ""}: DGN '
+               'retains more of its clean accuracy than LIF '
+               f'({retention_text}) at most perturbation levels.{trained}'),
         holds=bool(wins > len(pairs) / 2),
         evidence=f'DGN retention higher at {wins}/{len(pairs)} levels; ' +
         '; '.join(f'{n}: {d:.2f} vs {l:.2f}' for n, d, l in pairs),
@@ -508,22 +573,24 @@ def evaluate_claims(cfg, m: dict[str, np.ndarray]) -> list[launch.Claim]:
   if 'noise_var_ratio/dgn_vs_lif' in m:
     t = cfg.layer_noise.target_rate
     holds, text = _stability_passes(m, 'dgn', t)
-    c_holds, c_text = _stability_passes(m, ABLATION, t)
+    c_holds, c_text = _stability_passes(m, STATIC, t)
+    _, a_text = _stability_passes(m, ABLATION, t)
     per_seed = ', '.join(
         f'{d:.4f}/{l:.4f}' for d, l in zip(m['noise_var_v/dgn'],
                                            m['noise_var_v/lif']))
+    decay = float(np.mean(m['noise_decay/dgn']))
     claims.append(launch.Claim(
         claim=('Stochastic stability on trained networks: at matched firing '
                'rate and under the same Gaussian current noise, the trained '
                f'DGN layer\'s membrane variance is <= {VAR_RATIO} x the '
                'trained LIF layer\'s (mean over seeds).'),
-        holds=holds,
+        holds=bool(holds),
         evidence=f'{text}; per seed Var DGN/LIF {per_seed}; mean decay '
-                 f'DGN {float(np.mean(m["noise_decay/dgn"])):.3f} vs LIF '
-                 f'{1.0 - cfg.g_l * cfg.dt:.3f}',
+                 f'DGN {decay:.3f} vs LIF {1.0 - cfg.g_l * cfg.dt:.3f}; '
+                 f'the C = 0 ablation: {a_text}',
         control=launch.control_text(
-            'the trained DGN layer with C = 0 (no dynamic conductance)',
-            c_text, c_holds)))
+            f'DGN\'s trained layer with C = 0 and a static leak at its mean '
+            f'decay {decay:.3f} (an LIF cell)', c_text, c_holds)))
   return [c for c in claims if c is not None]
 
 

@@ -32,10 +32,15 @@ def cross_entropy(logits: jax.Array, labels: jax.Array
 
 def make_classifier_trainer(
     init_params: Callable[[jax.Array], Any],
-    logits_fn: Callable[[Any, jax.Array], jax.Array],
-    tx: optax.GradientTransformation, batch_size: int):
+    logits_fn: Callable[..., jax.Array],
+    tx: optax.GradientTransformation, batch_size: int,
+    keyed: bool = False):
   """init(key) -> TrainState; step(state, t, (x, y)) -> (state, metrics),
   with `init_params(key)` and `logits_fn(params, x [B, ...]) -> [B, ..., K]`.
+
+  keyed: logits_fn takes a third argument, a key fresh at every step
+  (step t's fold_in of a stream split off the state's key, apart from the
+  batch's draw), for a stochastic forward pass (e.g. noise in training).
   """
 
   def init(key):
@@ -47,9 +52,11 @@ def make_classifier_trainer(
     train_x, train_y = data  # [N, ...], the split passed as `data`
     idx = data_lib.batch_indices(state.key, t, train_x.shape[0], batch_size)
     x_B, y_B = distributed.shard_batch((train_x[idx], train_y[idx]))
+    extra = ((jax.random.fold_in(jax.random.split(state.key)[1], t),)
+             if keyed else ())
     (loss, acc), g = jax.value_and_grad(
-        lambda p: cross_entropy(logits_fn(p, x_B), y_B), has_aux=True)(
-            state.params)
+        lambda p: cross_entropy(logits_fn(p, x_B, *extra), y_B),
+        has_aux=True)(state.params)
     upd, opt_state = tx.update(g, state.opt_state, state.params)
     return (TrainState(optax.apply_updates(state.params, upd), opt_state,
                        state.key), {'loss': loss, 'accuracy': acc})

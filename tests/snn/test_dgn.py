@@ -211,19 +211,23 @@ def test_noise_analysis_is_per_seed_and_fires_at_the_target_rate(trained_smoke):
 
 
 # -- claim logic on synthetic numbers ---------------------------------------------
-def _synthetic_metrics(dgn_acc, lif_acc, plif_acc, var_dgn, var_c0):
+def _synthetic_metrics(dgn_acc, lif_acc, plif_acc, var_dgn, var_static):
+  """var_static: the stability control's (C = 0, static leak at DGN's
+  decay) Var(V); the C = 0 layer alone is LIF-like (0.30)."""
   seeds = np.array([-0.01, 0.0, 0.01])
   m = {}
   for kind, a in (('dgn', dgn_acc), ('lif', lif_acc), ('plif', plif_acc),
                   ('alif', lif_acc + 0.02)):
     for key in ('acc_clean', 'acc_insert_0.02', 'acc_delete_0.3'):
       m[f'{key}/{kind}'] = a + seeds
-    m[f'retention_insert_0.02/{kind}'] = a + seeds
-  for name, v in (('lif', 0.30), ('dgn', var_dgn), ('dgn_c0', var_c0)):
+    for suffix in ('', exp.NOISY):   # clean- and noise-trained arms
+      m[f'retention_insert_0.02/{kind}{suffix}'] = a + seeds
+  for name, v in (('lif', 0.30), ('dgn', var_dgn), ('dgn_c0', 0.30),
+                  (exp.STATIC, var_static)):
     m[f'noise_var_v/{name}'] = v + 0.1 * seeds
     m[f'noise_rate/{name}'] = 0.05 + 0.1 * seeds
   m['noise_decay/dgn'] = 0.85 + seeds
-  for name in ('dgn', 'dgn_c0'):
+  for name in ('dgn', 'dgn_c0', exp.STATIC):
     m[f'noise_var_ratio/{name}_vs_lif'] = (m[f'noise_var_v/{name}']
                                            / m['noise_var_v/lif'])
   return m
@@ -233,7 +237,7 @@ def _claims_by_kind(m):
   c = dgn_config.get_config()
   c.perturbations = dict(insert=(0.02,))
   claims = exp.evaluate_claims(c, m)
-  assert len(claims) == 6, [x.claim for x in claims]
+  assert len(claims) == 7, [x.claim for x in claims]
   return claims
 
 
@@ -246,8 +250,8 @@ def test_claims_hold_and_their_controls_fail_on_a_clear_win():
 
 def test_claims_fail_when_dgn_is_no_better_and_controls_would_pass():
   # DGN no better than LIF, no variance reduction: every claim fails; a
-  # control that matches the claim (PLIF far above LIF, C = 0 with low
-  # variance) reads '(passes)'.
+  # control that matches the claim (PLIF far above LIF, the static leak
+  # with low variance) reads '(passes)'.
   claims = _claims_by_kind(_synthetic_metrics(0.64, 0.65, 0.90, 0.30, 0.20))
   for c in claims:
     assert not c.holds, c
@@ -304,7 +308,7 @@ def test_shd_paper_variant_runs_end_to_end_on_fake_files(tmp_path):
   c = dgn_config.get_config('paper')
   assert c.data == 'shd' and c.recurrent and len(c.hidden) == 2
   c.data_dir = str(tmp_path / 'shd')
-  c.update(num_seeds=2, cells=('dgn',), hidden=(8, 8),
+  c.update(num_seeds=2, cells=('dgn',), noise_trained=(), hidden=(8, 8),
            epochs=1, batch_size=20, eval_batch=10, steps_per_chunk=2,
            log_every=1)
   c.perturbations = dict(insert=(0.001,))
