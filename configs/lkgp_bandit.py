@@ -15,27 +15,29 @@ Variants:
           linear_gob (claim 3), 10 seeds.
   easy / medium / hard: the paper's difficulty levels (10/20/50 arms,
           50%/25%/10% visible, T=1000/3000/5000) on the same four regimes.
-  paper   the hard level with 10 seeds on one 80 GB accelerator: the
-          posterior factors are seeds x 4 regimes x 16 algorithms x T^2,
-          64 GB in float32 at T=5000 (buffer_dtype; 128 GB in float64, an
-          H200). At the default size float32 factors give the same
+  paper   the hard level with 10 seeds: the posterior factors are seeds x
+          4 regimes x 16 algorithms x T^2, 64 GB in float32 at T=5000
+          (buffer_dtype; 128 GB in float64); with 14 algorithms the
+          compiled program peaked at 75.6 GB, so 16 need an H200 (or
+          fewer seeds per device). At the default size float32 factors give the same
           decisions, so the same regrets, as float64 (3 seeds); against an
           exact refit their posterior mean errs by 3e-5 at T=500 and 3e-4 at
           T=2000 (posterior sd >= 0.04).
 
-Pass criteria (default): LK-GP-UCB below each of the paper's baselines
-(independent and pooled GP-UCB, GOB.Lin, GraphUCB, COOP-KernelUCB) and the
-fitted non-graph kernel between independent and pooled (a 1 1^T + (1 - a) I,
-a by type-II ML: shared_gp_ucb_ml) in >= 8/10 seeds and >= 15% below pooled
-on average (on gp_draw, representer_draw, and on gp_draw_misspec for
-LK-GP-UCB and LK-GP-UCB-ML); LK-GP-TS below independent and pooled GP-UCB
-in >= 8/10 seeds; the graph claims: LK-GP-UCB below the same algorithm on
-the user-permuted graph, paired 95% CI above 0; on linear_gob, LK-GP-UCB
-with an RBF + linear base kernel within 1.3x of GOB.Lin (the RBF-only
-LK-GP-UCB reported beside it). Controls: LK on the user-permuted graph in
-LK's place in the beats-all claims (the graph removed, independent GP-UCB,
-reported beside it); independent GP-TS in LK-GP-TS's place; a second
-permutation in the graph claims'; independent GP-UCB in the linear claim's.
+Pass criteria (default): the paper's "LK beats every baseline" is recorded
+in the evidence (wins over independent and pooled GP-UCB, GOB.Lin, GraphUCB
+and COOP-KernelUCB in >= 8/10 seeds, the margin below pooled) but LK on the
+user-permuted graph passes it too, so the claims are what survives: LK-GP-UCB
+(on gp_draw, gp_draw_misspec and representer_draw), LK-GP-TS (gp_draw) and
+LK-GP-UCB-ML (gp_draw_misspec) have lower cumulative regret than the best
+non-graph multi-user kernel, GP-UCB with K_G = a 1 1^T + (1 - a) I and
+(a, l) fitted by type-II ML (shared_gp_ucb_ml): paired 95% CI above 0; the
+graph claims: LK-GP-UCB below the same algorithm on the user-permuted graph,
+paired 95% CI above 0; on linear_gob, LK-GP-UCB with an RBF + linear base
+kernel within 1.3x of GOB.Lin (the RBF-only LK-GP-UCB reported beside it).
+Controls: the permuted-graph LK in LK's place; a second permutation in the
+graph claims'; per-user LinUCB (the linear model without the graph) in the
+linear claim's.
 """
 
 import ml_collections
@@ -94,8 +96,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.ml_rho_grid = (0.01, 0.0316, 0.1, 0.316, 1.0, 3.16)
   c.ml_lengthscale_grid = (0.25, 0.5, 1.0, 2.0)
   c.coop_y_lengthscale = 1.0
-  # shared_gp_ucb_ml: K_G = a 1 1^T + (1 - a) I, a refitted by type-II ML
-  # on this grid every refit_every rounds (0: independent, 1: pooled).
+  # shared_gp_ucb_ml: K_G = a 1 1^T + (1 - a) I, (a, l) refitted by type-II
+  # ML on this grid x ml_lengthscale_grid every refit_every rounds (a = 0:
+  # independent, 1: pooled).
   c.shared_grid = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
   c.shared_init = 0.5
   # The posteriors' [T, T] inverse Cholesky factors (the memory: seeds x

@@ -2,7 +2,8 @@
 
 - Laplacian Kernelized Bandit (LK-GP-UCB, LK-GP-TS and their baselines),
   arXiv 2601.00461: `lkgp` (user kernels, the joint kernel, the
-  acquisition rules (`select`), widths, hyperparameter refits) and `envs` (graphs, reward regimes, rounds); the GP
+  acquisition rules (`select`), widths, hyperparameter refits) and
+  `envs` (graphs, reward regimes, rounds); the GP
   posterior is `iclrjax.kernels.gp`.
 
 Example:

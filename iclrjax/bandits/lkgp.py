@@ -13,9 +13,9 @@ the base kernel K_x, the width and the acquisition rule:
   indep_gp_ucb     I (independent users)        RBF     UCB
   indep_gp_ts      I                            RBF     TS
   pooled_gp_ucb    1 1^T (one shared function)  RBF     UCB
-  shared_gp_ucb_ml a 1 1^T + (1 - a) I, a refitted by type-II maximum
-                   likelihood on a grid every k rounds (the non-graph kernel
-                   between independent and pooled)  RBF     UCB
+  shared_gp_ucb_ml a 1 1^T + (1 - a) I, (a, l) refitted by type-II
+                   maximum likelihood on a grid every k rounds (the non-graph
+                   kernel between independent and pooled)  RBF     UCB
   goblin           (I + L)^{-1} (GOB.Lin)       linear  UCB
   graphucb         (L + rho I)^{-1}, per-user width      linear  UCB
   coop_kernelucb   exp(-MMD^2 / tau) of the users' (x, y) samples, re-
@@ -81,7 +81,8 @@ class Algorithm:
   rule: str          # 'ucb' | 'ts'
   width: str = 'joint'   # 'joint' (GP variance) | 'per_user' (GraphUCB)
   refit: str = 'none'    # 'none' | 'ml' (grid type-II ML of rho and the
-                         # lengthscale) | 'ml_shared' (of a) | 'coop' (MMD)
+                         # lengthscale) | 'ml_shared' (of a and the
+                         # lengthscale) | 'coop' (MMD)
 
 
 ALGORITHMS = {
@@ -283,6 +284,9 @@ def ml_grid_fit(post: gp.Posterior, W: jax.Array, noise_var: jax.Array,
   the stored Gram per grid point (`gp.log_marginal_likelihood`), evaluated
   with `lax.map` to bound memory.
   """
+  if kind not in ('laplacian', 'shared'):
+    raise ValueError(f"ml_grid_fit fits kind 'laplacian' or 'shared', got "
+                     f'{kind!r}')
   R, Ls = jnp.meshgrid(rho_grid, lengthscale_grid, indexing='ij')
   R, Ls = R.ravel(), Ls.ravel()
 

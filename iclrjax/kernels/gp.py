@@ -153,7 +153,7 @@ def append(post: Posterior, x: jax.Array, u: jax.Array, y: jax.Array,
       C=jax.lax.dynamic_update_slice(post.C, row[None], (t, jnp.zeros_like(t))),
       a=post.a.at[t].set((y - l @ post.a) / d),
       X=post.X.at[t].set(x),
-      u=post.u.at[t].set(u.astype(jnp.int32)),
+      u=post.u.at[t].set(jnp.asarray(u, jnp.int32)),
       y=post.y.at[t].set(y),
       t=t + 1,
   )
