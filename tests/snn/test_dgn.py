@@ -216,12 +216,13 @@ def _synthetic_metrics(dgn_acc, lif_acc, plif_acc, var_dgn, var_static):
   decay) Var(V); the C = 0 layer alone is LIF-like (0.30)."""
   seeds = np.array([-0.01, 0.0, 0.01])
   m = {}
+  m['chance/data'] = np.full(3, 0.1)
   for kind, a in (('dgn', dgn_acc), ('lif', lif_acc), ('plif', plif_acc),
                   ('alif', lif_acc + 0.02)):
-    for key in ('acc_clean', 'acc_insert_0.02', 'acc_delete_0.3'):
-      m[f'{key}/{kind}'] = a + seeds
     for suffix in ('', exp.NOISY):   # clean- and noise-trained arms
-      m[f'retention_insert_0.02/{kind}{suffix}'] = a + seeds
+      m[f'acc_clean/{kind}{suffix}'] = a + seeds
+      for key in ('acc_insert_0.02', 'acc_delete_0.3'):
+        m[f'{key}/{kind}{suffix}'] = a - 0.05 + seeds  # the same drop
   for name, v in (('lif', 0.30), ('dgn', var_dgn), ('dgn_c0', 0.30),
                   (exp.STATIC, var_static)):
     m[f'noise_var_v/{name}'] = v + 0.1 * seeds
@@ -231,6 +232,23 @@ def _synthetic_metrics(dgn_acc, lif_acc, plif_acc, var_dgn, var_static):
     m[f'noise_var_ratio/{name}_vs_lif'] = (m[f'noise_var_v/{name}']
                                            / m['noise_var_v/lif'])
   return m
+
+
+def test_retention_is_chance_corrected_on_seed_means():
+  # (perturbed - chance) / (clean - chance): 1 keeps every point above
+  # chance, 0 is chance; a seed at chance does not blow the mean up.
+  assert exp.retention(0.55, 0.9, 0.1) == pytest.approx(0.45 / 0.8)
+  assert exp.retention(0.1, 0.9, 0.1) == 0.0
+  c = dgn_config.get_config()
+  c.perturbations = dict(insert=(0.02,))
+  m = {'chance/data': np.full(2, 0.1),
+       'acc_clean/dgn': np.array([0.9, 0.11]),        # seed 2 near chance
+       'acc_insert_0.02/dgn': np.array([0.8, 0.2]),
+       'acc_clean/lif': np.array([0.9, 0.9]),
+       'acc_insert_0.02/lif': np.array([0.5, 0.5])}
+  ((_, d, l),) = exp._retention_wins(c, m, 'dgn')  # pylint: disable=protected-access
+  assert d == pytest.approx((0.5 - 0.1) / (0.505 - 0.1))
+  assert l == pytest.approx(0.4 / 0.8)
 
 
 def _claims_by_kind(m):
@@ -287,6 +305,10 @@ def test_smoke_run_has_per_seed_metrics_and_its_claims():
   cells_run = tuple(summary['config']['cells'])
   _check_summary(summary, cells_run)
   assert 'noise_var_ratio/dgn_vs_lif' in summary['metrics']
+  m = summary['metrics']   # the static-leak control decays at DGN's mean
+  assert m[f'noise_static_decay/{exp.STATIC}']['mean'] == pytest.approx(
+      m['noise_decay/dgn']['mean'], rel=1e-5)
+  assert f'noise_var_ratio/{exp.STATIC}_vs_lif' in m
   claims = {c['claim'].split(':')[0]: c for c in summary['claims']}
   # ALIF's clean-accuracy claim needs ALIF (default run).
   assert len(claims) == 5, list(claims)
