@@ -1,6 +1,7 @@
 """LK-GP-UCB / TS and baselines: decisions, equivalences, claims."""
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -447,14 +448,11 @@ def default_run(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize('prefix', [
-    '[gp_draw] LK-GP-TS', '[gp_draw_misspec, lk_gp_ucb]',
-    '[gp_draw_misspec, lk_gp_ucb_ml]', '[representer_draw, lk_gp_ucb]',
     '[gp_draw, graph]', '[gp_draw_misspec, graph]', '[linear_gob]'])
 def test_default_run_claims(default_run, prefix):
-  # Measured at 54d8118 (10 seeds): misspec LK-GP-UCB 485.0 beats the
-  # fitted shared kernel (528.5) in 10/10, -ML 467.1 10/10; representer
-  # draw 26.3 vs shared 29.0 in 9/10; graph +21.3 +- 9.0 and +45.4 +- 23.3;
-  # RBF + linear LK 1.12x GOB.Lin (RBF alone 2.03x). Every control fails.
+  # Measured at 34b393a (10 seeds): permuted - LK +21.3 +- 9.0 (null +7.0
+  # +- 8.7) and +45.4 +- 23.3 (null +11.2 +- 18.8); RBF + linear LK 1.12x
+  # GOB.Lin (RBF alone 2.03x; per-user LinUCB 1.77x fails).
   c = _claim(default_run[0], prefix)
   assert c['holds'], c
   assert c['control'].endswith('(fails)'), c
@@ -462,13 +460,32 @@ def test_default_run_claims(default_run, prefix):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    'Does not hold against the fitted non-graph kernel: on gp_draw (default '
-    'config at 54d8118, T=500, 10 seeds) LK-GP-UCB 133.5 beats every paper '
-    'baseline in 10/10 seeds (48.8% below pooled) but shared_gp_ucb_ml '
-    '(a 1 1^T + (1 - a) I, a fitted by type-II ML, mean a 0.50; 142.9) in '
-    'only 7/10, against the 8/10 the claim needs; its control, LK on the '
-    'permuted graph, beats it in 2/10.'))
-def test_default_run_gp_draw_claim(default_run):
-  c = _claim(default_run[0], '[gp_draw, lk_gp_ucb]')
+    'Does not hold: against the fitted non-graph kernel (shared_gp_ucb_ml, '
+    'a 1 1^T + (1 - a) I with (a, l) by type-II ML), default config at '
+    '34b393a, 10 seeds: LK-GP-TS on gp_draw shared - LK -21.9 +- 17.2 (LK '
+    'worse); LK-GP-UCB on gp_draw_misspec +5.9 +- 27.4 (the shared kernel '
+    'fits l = 0.5 as LK-ML does)'))
+@pytest.mark.parametrize('prefix', ['[gp_draw, lk_gp_ts]',
+                                    '[gp_draw_misspec, lk_gp_ucb]'])
+def test_default_run_shared_kernel_claims_that_fail(default_run, prefix):
+  c = _claim(default_run[0], prefix)
   assert c['control'].endswith('(fails)'), c
   assert c['holds'], c
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('prefix', ['[gp_draw, lk_gp_ucb]',
+                                    '[gp_draw_misspec, lk_gp_ucb_ml]',
+                                    '[representer_draw, lk_gp_ucb]'])
+def test_default_run_marginal_shared_kernel_claims(default_run, prefix):
+  """Recorded as not holding, but each CI's lower end is within one SE of
+  0 (34b393a: shared - LK +12.2 +- 13.2 on gp_draw, +23.8 +- 26.4 for
+  LK-GP-UCB-ML, +2.0 +- 2.5 on the representer draw): a seed can flip the
+  verdict, so the test checks the verdict is the CI's and that the control
+  (the permuted-graph LK, below the shared kernel) fails, not the verdict."""
+  c = _claim(default_run[0], prefix)
+  d, ci = (float(v) for v in re.search(
+      r'shared_gp_ucb_ml - \S+ ([+-][\d.]+) \+- ([\d.]+)',
+      c['evidence']).groups())
+  assert c['holds'] == (d - ci > 0), c
+  assert c['control'].endswith('(fails)'), c
