@@ -4,6 +4,7 @@ experiment's evaluation plumbing and claim logic, and end-to-end runs."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import jax
 import jax.numpy as jnp
@@ -211,9 +212,11 @@ def test_noise_analysis_is_per_seed_and_fires_at_the_target_rate(trained_smoke):
 
 
 # -- claim logic on synthetic numbers ---------------------------------------------
-def _synthetic_metrics(dgn_acc, lif_acc, plif_acc, var_dgn, var_static):
-  """var_static: the stability control's (C = 0, static leak at DGN's
-  decay) Var(V); the C = 0 layer alone is LIF-like (0.30)."""
+def _synthetic_metrics(dgn_acc, lif_acc, plif_acc, var_dgn, var_static,
+                       var_c0=0.30):
+  """var_static: Var(V) of the layer with C = 0 and a static leak at DGN's
+  mean decay (the stability claim's reference); var_c0: of the layer with
+  C = 0 alone (its control, LIF-like by default)."""
   seeds = np.array([-0.01, 0.0, 0.01])
   m = {}
   m['chance/data'] = np.full(3, 0.1)
@@ -223,7 +226,7 @@ def _synthetic_metrics(dgn_acc, lif_acc, plif_acc, var_dgn, var_static):
       m[f'acc_clean/{kind}{suffix}'] = a + seeds
       for key in ('acc_insert_0.02', 'acc_delete_0.3'):
         m[f'{key}/{kind}{suffix}'] = a - 0.05 + seeds  # the same drop
-  for name, v in (('lif', 0.30), ('dgn', var_dgn), ('dgn_c0', 0.30),
+  for name, v in (('lif', 0.30), ('dgn', var_dgn), ('dgn_c0', var_c0),
                   (exp.STATIC, var_static)):
     m[f'noise_var_v/{name}'] = v + 0.1 * seeds
     m[f'noise_rate/{name}'] = 0.05 + 0.1 * seeds
@@ -267,10 +270,11 @@ def test_claims_hold_and_their_controls_fail_on_a_clear_win():
 
 
 def test_claims_fail_when_dgn_is_no_better_and_controls_would_pass():
-  # DGN no better than LIF, no variance reduction: every claim fails; a
-  # control that matches the claim (PLIF far above LIF, the static leak
-  # with low variance) reads '(passes)'.
-  claims = _claims_by_kind(_synthetic_metrics(0.64, 0.65, 0.90, 0.30, 0.20))
+  # DGN no better than LIF, no lower variance than the static leak: every
+  # claim fails; a control that matches the claim (PLIF far above LIF, the
+  # C = 0 layer below the static leak) reads '(passes)'.
+  claims = _claims_by_kind(_synthetic_metrics(0.64, 0.65, 0.90, 0.30, 0.20,
+                                              var_c0=0.10))
   for c in claims:
     assert not c.holds, c
     assert c.control.endswith('(passes)'), c
@@ -314,7 +318,7 @@ def test_smoke_run_has_per_seed_metrics_and_its_claims():
   assert len(claims) == 5, list(claims)
   # The C = 0 ablation runs with DGN; PLIF (the accuracy claims' control)
   # only where it is trained: their logic is the synthetic tests above.
-  stability = claims['Stochastic stability on trained networks']
+  stability = claims['Stochastic stability from the gate, on trained networks']
   assert stability['control'].endswith(('(fails)', '(passes)')), stability
   for pkind, levels in summary['config']['perturbations'].items():
     for lv in levels:
@@ -384,27 +388,47 @@ def default_summary(tmp_path_factory):
 
 @pytest.mark.slow
 def test_default_config_claims(default_summary):
-  # Measured (35c4c53, 2-core CPU, 380 s): clean DGN 0.816 vs LIF 0.711
-  # (+0.104), ALIF 0.735 (+0.081); insertion 0.02: 0.594 vs 0.522; deletion
-  # 30%: 0.707 vs 0.599; PLIF in DGN's place fails each (+0.028, +0.004,
-  # +0.016, +0.019). Trained first layer at rate 0.05: Var(V) DGN/LIF 0.584
-  # (per seed 0.564, 0.610, 0.578); C = 0 ablation 0.983.
+  # Measured (155ca87, 3 seeds): clean DGN 0.820 vs ALIF 0.731 (+0.090);
+  # insertion 0.02: 0.594 vs LIF 0.516 (+0.078); deletion 30%: 0.705 vs
+  # 0.598 (+0.107); PLIF in DGN's place fails each (+0.007, +0.017, +0.016).
+  # Clean DGN vs LIF (+0.113 against a 0.10 bar, per-seed spread ~0.01) is
+  # too close to pin: its rule and control are checked instead.
   claims = _claims(default_summary)
-  assert len(claims) == 6, list(claims)
+  assert len(claims) == 7, list(claims)
   for name, c in claims.items():
-    if name.startswith('Robustness'):
+    if name.startswith(('Robustness', 'Stochastic')):
       continue
-    assert c['holds'], c
     assert c['control'].endswith('(fails)'), c
+    if 'LIF + 0.10' not in name:
+      assert c['holds'], c
+  (lif,) = [c for n, c in claims.items() if 'DGN >= LIF + 0.10' in n]
+  d = float(re.search(r'difference ([+-][\d.]+)', lif['evidence'])[1])
+  assert lif['holds'] == (d >= 0.10 - 5e-4), lif
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    'Retention (perturbed / clean) is LIF-like: DGN higher at 5/12 levels '
-    '(deletion and current noise), lower under insertion and jitter, e.g. '
-    'jitter 4: 0.70 vs 0.83 (35c4c53, 3 seeds)'))
-def test_default_config_retention_claim(default_summary):
+    'Chance-corrected retention ((perturbed - 0.1) / (clean - 0.1), seed '
+    'means) is LIF-like, clean- and noise-trained alike: DGN higher at 5/12 '
+    'levels each (deletion; lower under insertion and jitter, e.g. jitter '
+    '4: 0.65 vs 0.81; ties under current noise) (155ca87, 3 seeds); PLIF '
+    'higher at 3/12 and 2/12'))
+@pytest.mark.parametrize('prefix', ['Robustness:', 'Robustness (noise'])
+def test_default_config_retention_claims(default_summary, prefix):
   (c,) = [c for n, c in _claims(default_summary).items()
-          if n.startswith('Robustness')]
-  assert c['holds'], c
+          if n.startswith(prefix)]
   assert c['control'].endswith('(fails)'), c
+  assert c['holds'], c
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'The lower membrane variance is the lower mean decay, not the gate: at '
+    "matched rate DGN's Var(V) is 0.588x LIF's but 1.27x that of its own "
+    'layer with C = 0 and a static leak at its mean decay 0.644 (0.463x '
+    "LIF's) (155ca87, 3 seeds); the C = 0 layer alone is 0.982x LIF"))
+def test_default_config_stability_claim(default_summary):
+  (c,) = [c for n, c in _claims(default_summary).items()
+          if n.startswith('Stochastic stability')]
+  assert c['control'].endswith('(fails)'), c
+  assert c['holds'], c
